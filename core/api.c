@@ -1,0 +1,215 @@
+/* The public collectives: argument checks, the per-collective tag, algorithm dispatch. */
+#include "cohort/cohort.h"
+#include "core/coll/coll.h"
+#include "core/comm.h"
+#include "core/log.h"
+#include "core/reduce.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *cohort_version(void) { return "0.1.0"; }
+
+size_t cohort_dtype_size(cohort_dtype_t dtype)
+{
+    switch (dtype) {
+    case COHORT_INT8: case COHORT_UINT8: return 1;
+    case COHORT_FLOAT16: case COHORT_BFLOAT16: return 2;
+    case COHORT_INT32: case COHORT_UINT32: case COHORT_FLOAT32: return 4;
+    case COHORT_INT64: case COHORT_UINT64: case COHORT_FLOAT64: return 8;
+    }
+    return 0;
+}
+
+const char *cohort_dtype_name(cohort_dtype_t dtype)
+{
+    static const char *names[] = { "int8", "uint8", "int32", "uint32", "int64", "uint64",
+                                   "float16", "bfloat16", "float32", "float64" };
+    return (unsigned)dtype < COHORT_DTYPE_COUNT ? names[dtype] : "?";
+}
+
+const char *cohort_op_name(cohort_op_t op)
+{
+    static const char *names[] = { "sum", "prod", "min", "max", "avg" };
+    return (unsigned)op < COHORT_OP_COUNT ? names[op] : "?";
+}
+
+static uint32_t sig32(const cohort_coll_args_t *a)
+{
+    uint64_t v[5] = { (uint64_t)a->coll, (uint64_t)a->count, (uint64_t)a->dtype,
+                      (uint64_t)a->op, (uint64_t)(int64_t)a->root };
+    uint32_t h = 2166136261u;
+    const unsigned char *p = (const unsigned char *)v;
+    for (size_t i = 0; i < sizeof v; i++) h = (h ^ p[i]) * 16777619u;
+    return h;
+}
+
+static int overlap(const void *a, size_t alen, const void *b, size_t blen)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return alen && blen && x < y + blen && y < x + alen;
+}
+
+/* Checks the arguments, bumps the sequence number and sets tag and description. */
+static cohort_status_t begin(cohort_comm_t *comm, cohort_coll_args_t *a, const char *fn)
+{
+    cohort_status_t st = cohort_comm_check(comm, fn);
+    if (st) return st;
+    if (atomic_load(&comm->aborted))
+        return cohort_error(COHORT_ERR_ABORTED, "%s on rank %d: the communicator was aborted",
+                            fn, comm->rank);
+    if (comm->broken)
+        return cohort_error(comm->broken, "%s on rank %d: the communicator failed earlier and "
+                            "cannot be used (destroy it): %s", fn, comm->rank, comm->broken_msg);
+    int reduces = a->coll == COHORT_COLL_ALLREDUCE || a->coll == COHORT_COLL_REDUCE ||
+                  a->coll == COHORT_COLL_REDUCE_SCATTER;
+    if (a->coll != COHORT_COLL_BARRIER) {
+        a->esize = cohort_dtype_size(a->dtype);
+        if (!a->esize)
+            return cohort_error(COHORT_ERR_INVALID_ARG, "%s: dtype %d is not a cohort_dtype_t",
+                                fn, (int)a->dtype);
+    }
+    if (reduces && (unsigned)a->op >= COHORT_OP_COUNT)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s: op %d is not a cohort_op_t", fn,
+                            (int)a->op);
+    if ((a->coll == COHORT_COLL_BROADCAST || a->coll == COHORT_COLL_REDUCE) &&
+        (a->root < 0 || a->root >= comm->nranks))
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s: root %d is not a rank of this "
+                            "communicator (size %d)", fn, a->root, comm->nranks);
+    size_t blocks = (a->coll == COHORT_COLL_ALLGATHER || a->coll == COHORT_COLL_REDUCE_SCATTER ||
+                     a->coll == COHORT_COLL_ALLTOALL) ? (size_t)comm->nranks : 1;
+    if (a->esize && a->count > SIZE_MAX / a->esize / blocks)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s: count %zu x %zu bytes x %zu blocks "
+                            "overflows size_t", fn, a->count, a->esize, blocks);
+    size_t bytes = a->count * a->esize;
+    if (a->count && a->coll != COHORT_COLL_BARRIER) {
+        int need_send = a->coll != COHORT_COLL_BROADCAST;
+        int need_recv = a->coll != COHORT_COLL_REDUCE || comm->rank == a->root;
+        if (need_send && !a->sendbuf)
+            return cohort_error(COHORT_ERR_INVALID_ARG, "%s: sendbuf is NULL with count %zu",
+                                fn, a->count);
+        if (need_recv && !a->recvbuf)
+            return cohort_error(COHORT_ERR_INVALID_ARG, "%s: %s is NULL with count %zu", fn,
+                                a->coll == COHORT_COLL_BROADCAST ? "buf" : "recvbuf", a->count);
+        /* Partial overlap is never valid; exact in-place forms are. */
+        size_t sbytes = a->coll == COHORT_COLL_REDUCE_SCATTER || a->coll == COHORT_COLL_ALLTOALL
+                        ? bytes * blocks : bytes;
+        size_t rbytes = a->coll == COHORT_COLL_ALLGATHER || a->coll == COHORT_COLL_ALLTOALL
+                        ? bytes * blocks : bytes;
+        const char *rslot = a->recvbuf ? (const char *)a->recvbuf + (size_t)comm->rank * bytes
+                            : NULL;
+        const char *sslot = a->sendbuf ? (const char *)a->sendbuf + (size_t)comm->rank * bytes
+                            : NULL;
+        int inplace = a->sendbuf == a->recvbuf ||
+                      (a->coll == COHORT_COLL_ALLGATHER && (const char *)a->sendbuf == rslot) ||
+                      (a->coll == COHORT_COLL_REDUCE_SCATTER && (const char *)a->recvbuf == sslot);
+        if (need_send && a->recvbuf && !inplace &&
+            overlap(a->sendbuf, sbytes, a->recvbuf, rbytes))
+            return cohort_error(COHORT_ERR_INVALID_ARG, "%s: sendbuf and recvbuf overlap "
+                                "partially; pass the same pointer for in-place operation", fn);
+    }
+    comm->seq++;
+    comm->tag = (comm->seq << 32) | sig32(a);
+    if (a->coll == COHORT_COLL_BARRIER)
+        snprintf(comm->desc, sizeof comm->desc, "barrier #%llu", (unsigned long long)comm->seq);
+    else
+        snprintf(comm->desc, sizeof comm->desc, "%s #%llu (count %zu, %s%s%s, root %d)",
+                 cohort_coll_name(a->coll), (unsigned long long)comm->seq, a->count,
+                 cohort_dtype_name(a->dtype), reduces ? ", " : "",
+                 reduces ? cohort_op_name(a->op) : "",
+                 a->coll == COHORT_COLL_BROADCAST || a->coll == COHORT_COLL_REDUCE ? a->root : -1);
+    return COHORT_SUCCESS;
+}
+
+/* One rank: the result is the input (AVG of one value is the value). */
+static void single_rank(const cohort_coll_args_t *a, int rank)
+{
+    size_t bytes = a->count * a->esize;
+    switch (a->coll) {
+    case COHORT_COLL_ALLREDUCE: case COHORT_COLL_REDUCE: case COHORT_COLL_ALLGATHER:
+    case COHORT_COLL_REDUCE_SCATTER: case COHORT_COLL_ALLTOALL:
+        if (a->recvbuf && a->sendbuf != a->recvbuf)
+            memmove(a->recvbuf, a->sendbuf, bytes);
+        break;
+    default:
+        break;
+    }
+    (void)rank;
+}
+
+static cohort_status_t run(cohort_comm_t *comm, cohort_coll_args_t *a, const char *fn)
+{
+    cohort_status_t st = begin(comm, a, fn);
+    if (st) return st;
+    if (a->coll != COHORT_COLL_BARRIER && a->count == 0) {
+        comm->last_algo = "none";
+        return COHORT_SUCCESS;
+    }
+    if (comm->nranks == 1) {
+        single_rank(a, comm->rank);
+        comm->last_algo = "local";
+        return COHORT_SUCCESS;
+    }
+    const cohort_algo_t *algo;
+    st = cohort_coll_select(comm, a, &algo);
+    if (st) return st;
+    comm->last_algo = algo->name;
+    st = algo->fn(comm, a);
+    if (st) {
+        comm->broken = st;
+        snprintf(comm->broken_msg, sizeof comm->broken_msg, "%s", cohort_last_error());
+    }
+    return st;
+}
+
+cohort_status_t cohort_allreduce(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                 size_t count, cohort_dtype_t dtype, cohort_op_t op)
+{
+    cohort_coll_args_t a = { COHORT_COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, 0, 0 };
+    return run(comm, &a, "cohort_allreduce");
+}
+
+cohort_status_t cohort_broadcast(cohort_comm_t *comm, void *buf, size_t count,
+                                 cohort_dtype_t dtype, int root)
+{
+    cohort_coll_args_t a = { COHORT_COLL_BROADCAST, buf, buf, count, dtype, COHORT_SUM, root, 0 };
+    return run(comm, &a, "cohort_broadcast");
+}
+
+cohort_status_t cohort_reduce(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                              size_t count, cohort_dtype_t dtype, cohort_op_t op, int root)
+{
+    cohort_coll_args_t a = { COHORT_COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root, 0 };
+    return run(comm, &a, "cohort_reduce");
+}
+
+cohort_status_t cohort_allgather(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                 size_t sendcount, cohort_dtype_t dtype)
+{
+    cohort_coll_args_t a = { COHORT_COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype,
+                             COHORT_SUM, 0, 0 };
+    return run(comm, &a, "cohort_allgather");
+}
+
+cohort_status_t cohort_reduce_scatter(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                      size_t recvcount, cohort_dtype_t dtype, cohort_op_t op)
+{
+    cohort_coll_args_t a = { COHORT_COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op,
+                             0, 0 };
+    return run(comm, &a, "cohort_reduce_scatter");
+}
+
+cohort_status_t cohort_alltoall(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                size_t count, cohort_dtype_t dtype)
+{
+    cohort_coll_args_t a = { COHORT_COLL_ALLTOALL, sendbuf, recvbuf, count, dtype, COHORT_SUM, 0,
+                             0 };
+    return run(comm, &a, "cohort_alltoall");
+}
+
+cohort_status_t cohort_barrier(cohort_comm_t *comm)
+{
+    cohort_coll_args_t a = { COHORT_COLL_BARRIER, NULL, NULL, 0, COHORT_UINT8, COHORT_SUM, 0, 0 };
+    return run(comm, &a, "cohort_barrier");
+}

@@ -1,0 +1,326 @@
+/* Identity from the launcher's environment, and the bootstrap allgathers. */
+#include "core/bootstrap.h"
+#include "core/config.h"
+#include "core/hmac.h"
+#include "core/log.h"
+#include "core/netif.h"
+#include "core/parse.h"
+#include "core/timeutil.h"
+#include "topology/node.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SUBSYS "boot"
+
+/* ---- identity --------------------------------------------------------------------------- */
+
+typedef struct launcher_vars {
+    const char *name, *rank, *size, *local_rank, *local_size;
+} launcher_vars_t;
+
+static const launcher_vars_t launchers[] = {
+    { "cohortrun", "COHORT_RANK", "COHORT_SIZE", "COHORT_LOCAL_RANK", "COHORT_LOCAL_SIZE" },
+    { "Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+      "OMPI_COMM_WORLD_LOCAL_SIZE" },
+    { "MPICH/hydra", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS" },
+    { "Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", NULL },
+    { "torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE" },
+};
+
+static cohort_status_t env_int(const char *name, long max, int *out)
+{
+    const char *v = getenv(name);
+    if (!name || !v) return COHORT_SUCCESS;
+    long x;
+    cohort_status_t st = cohort_parse_long(name, v, 0, max, &x);
+    if (!st) *out = (int)x;
+    return st;
+}
+
+static void derive_job_id(cohort_identity_t *id)
+{
+    const char *v;
+    char buf[256];
+    if ((v = getenv("COHORT_JOB_ID")) && *v) snprintf(buf, sizeof buf, "%s", v);
+    else if ((v = getenv("OMPI_MCA_ess_base_jobid")) && *v) snprintf(buf, sizeof buf, "ompi-%s", v);
+    else if ((v = getenv("PMIX_NAMESPACE")) && *v) snprintf(buf, sizeof buf, "pmix-%s", v);
+    else if ((v = getenv("SLURM_JOB_ID")) && *v) {
+        const char *step = getenv("SLURM_STEP_ID");
+        snprintf(buf, sizeof buf, "slurm-%s.%s", v, step ? step : "0");
+    } else if ((v = getenv("TORCHELASTIC_RUN_ID")) && *v) snprintf(buf, sizeof buf, "torch-%s", v);
+    else snprintf(buf, sizeof buf, "rdv-%.200s", id->rendezvous);
+    snprintf(id->job_id, sizeof id->job_id, "%.63s", buf);
+}
+
+cohort_status_t cohort_identity_from_env(cohort_identity_t *id)
+{
+    memset(id, 0, sizeof *id);
+    id->rank = id->nranks = id->local_rank = id->local_size = -1;
+    const launcher_vars_t *L = NULL;
+    for (size_t i = 0; i < sizeof launchers / sizeof launchers[0] && !L; i++)
+        if (getenv(launchers[i].rank) && getenv(launchers[i].size)) L = &launchers[i];
+    if (!L)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_init: no rank/size in the "
+                            "environment. Launch with cohortrun, mpirun, srun or torchrun, set "
+                            "COHORT_RANK and COHORT_SIZE, or use cohort_comm_init_oob()");
+    id->launcher = L->name;
+    cohort_status_t st;
+    if ((st = env_int(L->size, 1 << 24, &id->nranks))) return st;
+    if ((st = env_int(L->rank, 1 << 24, &id->rank))) return st;
+    if (L->local_rank && (st = env_int(L->local_rank, 1 << 24, &id->local_rank))) return st;
+    if (L->local_size && (st = env_int(L->local_size, 1 << 24, &id->local_size))) return st;
+    if (id->nranks < 1 || id->rank >= id->nranks)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s: rank %d is not in [0, %d) (%s=%s, "
+                            "%s=%s)", L->name, id->rank, id->nranks, L->rank, getenv(L->rank),
+                            L->size, getenv(L->size));
+    const char *rdv = cohort_config_get("COHORT_RENDEZVOUS");
+    id->external_server = 0;
+    if (rdv && *rdv) {
+        snprintf(id->rendezvous, sizeof id->rendezvous, "%s", rdv);
+        /* cohortrun sets COHORT_RANK and hosts the server itself. */
+        id->external_server = !strcmp(L->name, "cohortrun") && getenv("COHORT_JOB_ID");
+    } else {
+        const char *ma = getenv("MASTER_ADDR"), *mp = getenv("MASTER_PORT");
+        if (ma && *ma && mp && *mp) {
+            long port;
+            if ((st = cohort_parse_long("MASTER_PORT", mp, 1, 65534, &port))) return st;
+            /* MASTER_PORT itself belongs to torch's TCPStore: use the next port. */
+            snprintf(id->rendezvous, sizeof id->rendezvous, strchr(ma, ':') ? "tcp://[%s]:%ld"
+                     : "tcp://%s:%ld", ma, port + 1);
+        } else if (id->nranks > 1) {
+            return cohort_error(COHORT_ERR_INVALID_ARG, "%s gave rank %d of %d but no "
+                                "rendezvous: set COHORT_RENDEZVOUS=tcp://<rank 0's host>:<free "
+                                "port> (e.g. mpirun -x COHORT_RENDEZVOUS=...), or MASTER_ADDR and "
+                                "MASTER_PORT, or file://<shared dir>", L->name, id->rank,
+                                id->nranks);
+        }
+    }
+    if (strncmp(id->rendezvous, "tcp://", 6) && strncmp(id->rendezvous, "file://", 7) &&
+        id->nranks > 1)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "COHORT_RENDEZVOUS='%s' must be "
+                            "tcp://host:port or file://<directory>", id->rendezvous);
+    derive_job_id(id);
+    const char *secret = cohort_config_get("COHORT_SECRET");
+    if (secret && *secret) {
+        size_t sl = strlen(secret);
+        if (sl > COHORT_SECRET_MAX) {
+            /* Long secrets are hashed down to 32 bytes. */
+            cohort_sha256(secret, sl, id->secret);
+            id->secretlen = 32;
+        } else {
+            memcpy(id->secret, secret, sl);
+            id->secretlen = sl;
+        }
+    } else {
+        char seed[128];
+        snprintf(seed, sizeof seed, "cohort-derived-secret:%s", id->job_id);
+        cohort_sha256(seed, strlen(seed), id->secret);
+        id->secretlen = 32;
+        if (id->rank == 0)
+            cohort_log(COHORT_LOG_INFO, SUBSYS, "COHORT_SECRET is not set: connections are "
+                       "keyed by a secret derived from the job id '%s', which keeps strays out "
+                       "but not a determined attacker on your network (cohortrun sets a random "
+                       "one)", id->job_id);
+    }
+    return COHORT_SUCCESS;
+}
+
+/* ---- over the rendezvous ---------------------------------------------------------------- */
+
+typedef struct rdv_boot {
+    cohort_bootstrap_t base;
+    cohort_rdv_client_t *cl;
+    double timeout_s;
+} rdv_boot_t;
+
+static cohort_status_t rdv_allgather(cohort_bootstrap_t *b, const void *s, void *r, size_t n)
+{
+    rdv_boot_t *rb = (rdv_boot_t *)b;
+    return cohort_rdv_allgather(rb->cl, s, r, n, rb->timeout_s);
+}
+
+static void rdv_fail(cohort_bootstrap_t *b, const char *msg)
+{
+    cohort_rdv_fail(((rdv_boot_t *)b)->cl, msg);
+}
+
+static void rdv_close(cohort_bootstrap_t *b)
+{
+    cohort_rdv_close(((rdv_boot_t *)b)->cl);
+    free(b);
+}
+
+/* file://dir: rank 0 publishes its server's tcp:// address in dir; the others read it. */
+static cohort_status_t file_rendezvous(const cohort_identity_t *id, int port, char *url,
+                                       size_t len, double timeout_s)
+{
+    const char *dir = id->rendezvous + 7;
+    char path[512], tmp[560];
+    char safe[COHORT_JOBID_MAX];
+    snprintf(safe, sizeof safe, "%s", id->job_id);
+    for (char *p = safe; *p; p++)
+        if (*p == '/' || *p == ':') *p = '_';
+    snprintf(path, sizeof path, "%s/cohort-%s.rdv", dir, safe);
+    if (id->rank == 0) {
+        const cohort_netif_t *ifs;
+        int n;
+        cohort_status_t st = cohort_netifs(&ifs, &n);
+        if (st) return st;
+        char addr[INET6_ADDRSTRLEN] = "127.0.0.1";
+        if (n > 0) inet_ntop(ifs[0].family, ifs[0].addr, addr, sizeof addr);
+        snprintf(url, len, ifs && n > 0 && ifs[0].family == AF_INET6 ? "tcp://[%s]:%d"
+                 : "tcp://%s:%d", addr, port);
+        snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+        FILE *f = fopen(tmp, "w");
+        if (!f || fprintf(f, "%s\n", url) < 0 || fclose(f) != 0 || rename(tmp, path) != 0) {
+            int e = errno;
+            if (f) unlink(tmp);
+            return cohort_error(COHORT_ERR_SYSTEM, "rank 0 cannot publish the rendezvous "
+                                "address in %s: %s (COHORT_RENDEZVOUS=file://<dir> needs a "
+                                "directory writable by rank 0 and shared by all ranks)", path,
+                                strerror(e));
+        }
+        return COHORT_SUCCESS;
+    }
+    uint64_t deadline = cohort_now_ns() + (uint64_t)(timeout_s * 1e9);
+    for (unsigned ms = 10;; ms = ms < 500 ? ms * 2 : ms) {
+        FILE *f = fopen(path, "r");
+        if (f) {
+            char *ok = fgets(url, (int)len, f);
+            fclose(f);
+            if (ok) {
+                url[strcspn(url, "\n")] = '\0';
+                return COHORT_SUCCESS;
+            }
+        }
+        if (cohort_now_ns() > deadline)
+            return cohort_error(COHORT_ERR_TIMEOUT, "rank %d waited %.0f s for rank 0 to "
+                                "publish the rendezvous address in %s; is rank 0 running and "
+                                "is the directory shared?", id->rank, timeout_s, path);
+        struct timespec ts = { 0, (long)ms * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+}
+
+cohort_status_t cohort_bootstrap_rdv(const cohort_identity_t *id, double timeout_s,
+                                     cohort_bootstrap_t **out, cohort_rdv_server_t **server)
+{
+    *out = NULL;
+    *server = NULL;
+    char url[320];
+    snprintf(url, sizeof url, "%s", id->rendezvous);
+    int is_file = !strncmp(url, "file://", 7);
+    cohort_status_t st;
+    if (id->rank == 0 && !id->external_server) {
+        int port = 0;
+        char host[256];
+        if (!is_file && (st = cohort_rdv_parse_url(url, host, sizeof host, &port))) return st;
+        st = cohort_rdv_server_create(NULL, port, id->nranks, id->job_id, id->secret,
+                                      id->secretlen, server);
+        if (!st) st = cohort_rdv_server_start_thread(*server);
+        if (st) {
+            cohort_rdv_server_destroy(*server);
+            *server = NULL;
+            cohort_error_prefix("rank 0 hosting the rendezvous for %s", id->launcher);
+            return st;
+        }
+        if (is_file) st = file_rendezvous(id, cohort_rdv_server_port(*server), url, sizeof url,
+                                          timeout_s);
+        /* Rank 0 reaches its own server over loopback. */
+        if (!st) snprintf(url, sizeof url, "tcp://127.0.0.1:%d", cohort_rdv_server_port(*server));
+    } else if (is_file) {
+        st = file_rendezvous(id, 0, url, sizeof url, timeout_s);
+    } else {
+        st = COHORT_SUCCESS;
+    }
+    rdv_boot_t *rb = NULL;
+    if (!st) {
+        rb = calloc(1, sizeof *rb);
+        if (!rb) st = cohort_error(COHORT_ERR_NO_MEMORY, "no memory for the bootstrap");
+    }
+    if (!st) st = cohort_rdv_connect(url, id->job_id, id->secret, id->secretlen, id->rank,
+                                     id->nranks, timeout_s, &rb->cl);
+    if (st) {
+        free(rb);
+        if (*server) {
+            cohort_rdv_server_destroy(*server);
+            *server = NULL;
+        }
+        return st;
+    }
+    rb->base.rank = id->rank;
+    rb->base.nranks = id->nranks;
+    rb->base.allgather = rdv_allgather;
+    rb->base.fail = rdv_fail;
+    rb->base.close = rdv_close;
+    rb->timeout_s = timeout_s;
+    *out = &rb->base;
+    return COHORT_SUCCESS;
+}
+
+/* ---- over the caller's OOB allgather ---------------------------------------------------- */
+
+typedef struct oob_boot {
+    cohort_bootstrap_t base;
+    cohort_oob_allgather_fn fn;
+    void *ctx;
+} oob_boot_t;
+
+static cohort_status_t oob_allgather(cohort_bootstrap_t *b, const void *s, void *r, size_t n)
+{
+    oob_boot_t *ob = (oob_boot_t *)b;
+    int rc = ob->fn(s, r, n, ob->ctx);
+    if (rc != 0)
+        return cohort_error(COHORT_ERR_TRANSPORT, "the caller's OOB allgather returned %d on "
+                            "rank %d (exchanging %zu bytes per rank)", rc, b->rank, n);
+    return COHORT_SUCCESS;
+}
+
+static void oob_close(cohort_bootstrap_t *b) { free(b); }
+
+cohort_status_t cohort_bootstrap_oob(int rank, int nranks, cohort_oob_allgather_fn fn, void *ctx,
+                                     cohort_bootstrap_t **out)
+{
+    oob_boot_t *ob = calloc(1, sizeof *ob);
+    if (!ob) return cohort_error(COHORT_ERR_NO_MEMORY, "no memory for the bootstrap");
+    ob->base.rank = rank;
+    ob->base.nranks = nranks;
+    ob->base.allgather = oob_allgather;
+    ob->base.close = oob_close;
+    ob->fn = fn;
+    ob->ctx = ctx;
+    *out = &ob->base;
+    return COHORT_SUCCESS;
+}
+
+/* ---- over a parent communicator --------------------------------------------------------- */
+
+typedef struct comm_boot {
+    cohort_bootstrap_t base;
+    cohort_comm_t *parent;
+} comm_boot_t;
+
+static cohort_status_t comm_allgather(cohort_bootstrap_t *b, const void *s, void *r, size_t n)
+{
+    return cohort_allgather(((comm_boot_t *)b)->parent, s, r, n, COHORT_UINT8);
+}
+
+cohort_status_t cohort_bootstrap_comm(cohort_comm_t *parent, cohort_bootstrap_t **out)
+{
+    comm_boot_t *cb = calloc(1, sizeof *cb);
+    if (!cb) return cohort_error(COHORT_ERR_NO_MEMORY, "no memory for the bootstrap");
+    cb->base.rank = cohort_comm_rank(parent);
+    cb->base.nranks = cohort_comm_size(parent);
+    cb->base.allgather = comm_allgather;
+    cb->base.close = oob_close;
+    cb->parent = parent;
+    *out = &cb->base;
+    return COHORT_SUCCESS;
+}

@@ -1,0 +1,45 @@
+/* Bootstrap: who am I (rank, size, job) and how the ranks first exchange bytes.
+ *
+ * Identity comes from COHORT_* (cohortrun), else Open MPI, MPICH/hydra (PMI_*), Slurm, torchrun.
+ * The exchange is an allgather: over the TCP rendezvous (cohortrun's, or one rank 0 hosts), over
+ * the caller's OOB function, or over a parent communicator (split).
+ */
+#ifndef COHORT_CORE_BOOTSTRAP_H
+#define COHORT_CORE_BOOTSTRAP_H
+
+#include <stddef.h>
+#include "cohort/cohort.h"
+#include "core/rendezvous.h"
+
+typedef struct cohort_identity {
+    int rank, nranks;
+    int local_rank, local_size;       /* -1 when the launcher does not say */
+    char job_id[COHORT_JOBID_MAX];
+    unsigned char secret[COHORT_SECRET_MAX];
+    size_t secretlen;
+    char rendezvous[320];             /* tcp://host:port or file://dir */
+    int external_server;              /* 1: the launcher hosts the rendezvous */
+    const char *launcher;             /* "cohortrun", "Open MPI", ... */
+} cohort_identity_t;
+
+cohort_status_t cohort_identity_from_env(cohort_identity_t *id);
+
+typedef struct cohort_bootstrap cohort_bootstrap_t;
+struct cohort_bootstrap {
+    int rank, nranks;
+    cohort_status_t (*allgather)(cohort_bootstrap_t *b, const void *sendbuf, void *recvbuf,
+                                 size_t nbytes);
+    void (*fail)(cohort_bootstrap_t *b, const char *msg);  /* may be NULL */
+    void (*close)(cohort_bootstrap_t *b);                  /* frees b */
+};
+
+/* Over the TCP rendezvous. *server is set when this rank hosts it (rank 0 without cohortrun):
+ * keep it until the communicator is destroyed. */
+cohort_status_t cohort_bootstrap_rdv(const cohort_identity_t *id, double timeout_s,
+                                     cohort_bootstrap_t **b, cohort_rdv_server_t **server);
+cohort_status_t cohort_bootstrap_oob(int rank, int nranks, cohort_oob_allgather_fn fn, void *ctx,
+                                     cohort_bootstrap_t **b);
+/* Over an existing communicator (its byte allgather). */
+cohort_status_t cohort_bootstrap_comm(cohort_comm_t *parent, cohort_bootstrap_t **b);
+
+#endif

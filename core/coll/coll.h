@@ -1,0 +1,71 @@
+/* Collective algorithms: one file each in core/coll/, all over core/p2p.h.
+ *
+ * Each algorithm is a function taking the communicator and the validated arguments. Buffers are
+ * host memory. The API layer (core/api.c) has already checked arguments, returned for count == 0
+ * and nranks == 1 where that is trivial, set the message tag, and chosen the algorithm with
+ * cohort_coll_select(). Algorithms must work for any nranks >= 2 (powers of two or not) and for
+ * in-place calls (sendbuf == recvbuf; for allgather/reduce_scatter see cohort.h).
+ */
+#ifndef COHORT_CORE_COLL_H
+#define COHORT_CORE_COLL_H
+
+#include <stddef.h>
+#include "cohort/cohort.h"
+#include "core/parse.h"
+
+typedef enum {
+    COHORT_COLL_ALLREDUCE, COHORT_COLL_BROADCAST, COHORT_COLL_REDUCE, COHORT_COLL_ALLGATHER,
+    COHORT_COLL_REDUCE_SCATTER, COHORT_COLL_ALLTOALL, COHORT_COLL_BARRIER,
+    COHORT_COLL_COUNT
+} cohort_coll_t;
+
+typedef struct cohort_coll_args {
+    cohort_coll_t coll;
+    const void *sendbuf;
+    void *recvbuf;       /* broadcast: the buffer; reduce: NULL allowed off-root */
+    size_t count;        /* allreduce/broadcast/reduce: total elements; allgather: sendcount;
+                            reduce_scatter: recvcount; alltoall: per-rank count */
+    cohort_dtype_t dtype;
+    cohort_op_t op;
+    int root;
+    size_t esize;        /* bytes per element */
+} cohort_coll_args_t;
+
+typedef cohort_status_t (*cohort_algo_fn)(cohort_comm_t *comm, const cohort_coll_args_t *a);
+
+typedef struct cohort_algo {
+    cohort_coll_t coll;
+    const char *name;    /* as written in COHORT_ALGO: "ring", "rd", "tree", "chain", ... */
+    cohort_algo_fn fn;
+} cohort_algo_t;
+
+/* Services the communicator gives algorithms (implemented in core/comm.c). */
+/* A scratch buffer of at least bytes, owned by comm, reused across calls; NULL only on ENOMEM
+ * (after cohort_error). Two independent slots (0 and 1). */
+void *cohort_coll_scratch(cohort_comm_t *comm, int slot, size_t bytes);
+/* Pipeline chunk size in bytes (COHORT_CHUNK_SIZE). */
+size_t cohort_coll_chunk_size(const cohort_comm_t *comm);
+/* Parsed COHORT_ALGO of this communicator (never NULL; may be empty). */
+const cohort_algo_spec_t *cohort_coll_algo_spec(const cohort_comm_t *comm);
+
+/* Name of a collective as in COHORT_ALGO ("allreduce", "reduce_scatter", ...). */
+const char *cohort_coll_name(cohort_coll_t coll);
+/* Every algorithm (for cohort-info and tests). */
+const cohort_algo_t *cohort_algos(int *count);
+/* The algorithm for these arguments: COHORT_ALGO's choice if it names one for a->coll (an unknown
+ * name is COHORT_ERR_INVALID_ARG listing the valid ones), else by message size and nranks. */
+cohort_status_t cohort_coll_select(cohort_comm_t *comm, const cohort_coll_args_t *a,
+                                   const cohort_algo_t **algo);
+
+/* The algorithms. */
+cohort_status_t cohort_allreduce_ring(cohort_comm_t *comm, const cohort_coll_args_t *a);
+cohort_status_t cohort_allreduce_rd(cohort_comm_t *comm, const cohort_coll_args_t *a);
+cohort_status_t cohort_broadcast_chain(cohort_comm_t *comm, const cohort_coll_args_t *a);
+cohort_status_t cohort_broadcast_tree(cohort_comm_t *comm, const cohort_coll_args_t *a);
+cohort_status_t cohort_reduce_tree(cohort_comm_t *comm, const cohort_coll_args_t *a);
+cohort_status_t cohort_allgather_ring(cohort_comm_t *comm, const cohort_coll_args_t *a);
+cohort_status_t cohort_reduce_scatter_ring(cohort_comm_t *comm, const cohort_coll_args_t *a);
+cohort_status_t cohort_alltoall_pairwise(cohort_comm_t *comm, const cohort_coll_args_t *a);
+cohort_status_t cohort_barrier_dissemination(cohort_comm_t *comm, const cohort_coll_args_t *a);
+
+#endif

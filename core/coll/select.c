@@ -1,0 +1,124 @@
+/* Algorithm table and selection.
+ *
+ * COHORT_ALGO (e.g. "allreduce:ring;broadcast:tree") wins when it names an algorithm for the
+ * collective; otherwise the choice is by message size:
+ *  - allreduce: recursive doubling up to RD_MAX_BYTES, ring above. Recursive doubling takes
+ *    ceil(log2 n) (+2 when n is not a power of two) latency steps but moves the whole buffer at
+ *    each, i.e. about log2(n) * S bytes per rank; the ring takes 2(n-1) steps and moves
+ *    2 (n-1)/n * S. With per-message latencies of a few microseconds and links of 10-100 Gb/s,
+ *    the crossover for n = 4..64 sits between tens and a few hundred KiB; 64 KiB keeps rd for
+ *    the latency-bound small tensors (gradients of norms and biases, scalars) and the ring for
+ *    everything bandwidth-bound.
+ *  - broadcast: binomial tree (log2 n steps, whole message each) up to TREE_MAX_BYTES, pipelined
+ *    chain above (time ~ S/bandwidth + (n-2) chunk latencies).
+ *  - the other collectives have one algorithm each.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/coll/coll.h"
+#include "core/log.h"
+#include "core/parse.h"
+
+#define RD_MAX_BYTES   (64u * 1024u)
+#define TREE_MAX_BYTES (64u * 1024u)
+
+static const char *const coll_names[COHORT_COLL_COUNT] = {
+    [COHORT_COLL_ALLREDUCE] = "allreduce",
+    [COHORT_COLL_BROADCAST] = "broadcast",
+    [COHORT_COLL_REDUCE] = "reduce",
+    [COHORT_COLL_ALLGATHER] = "allgather",
+    [COHORT_COLL_REDUCE_SCATTER] = "reduce_scatter",
+    [COHORT_COLL_ALLTOALL] = "alltoall",
+    [COHORT_COLL_BARRIER] = "barrier",
+};
+
+static const cohort_algo_t algos[] = {
+    {COHORT_COLL_ALLREDUCE, "ring", cohort_allreduce_ring},
+    {COHORT_COLL_ALLREDUCE, "rd", cohort_allreduce_rd},
+    {COHORT_COLL_BROADCAST, "chain", cohort_broadcast_chain},
+    {COHORT_COLL_BROADCAST, "tree", cohort_broadcast_tree},
+    {COHORT_COLL_REDUCE, "tree", cohort_reduce_tree},
+    {COHORT_COLL_ALLGATHER, "ring", cohort_allgather_ring},
+    {COHORT_COLL_REDUCE_SCATTER, "ring", cohort_reduce_scatter_ring},
+    {COHORT_COLL_ALLTOALL, "pairwise", cohort_alltoall_pairwise},
+    {COHORT_COLL_BARRIER, "dissemination", cohort_barrier_dissemination},
+};
+#define NALGOS ((int)(sizeof(algos) / sizeof(algos[0])))
+
+const char *cohort_coll_name(cohort_coll_t coll)
+{
+    if ((int)coll < 0 || coll >= COHORT_COLL_COUNT)
+        return "?";
+    return coll_names[coll];
+}
+
+const cohort_algo_t *cohort_algos(int *count)
+{
+    if (count)
+        *count = NALGOS;
+    return algos;
+}
+
+static const cohort_algo_t *find(cohort_coll_t coll, const char *name)
+{
+    for (int i = 0; i < NALGOS; i++)
+        if (algos[i].coll == coll && strcmp(algos[i].name, name) == 0)
+            return &algos[i];
+    return NULL;
+}
+
+cohort_status_t cohort_coll_select(cohort_comm_t *comm, const cohort_coll_args_t *a,
+                                   const cohort_algo_t **algo)
+{
+    if (!a || !algo || (int)a->coll < 0 || a->coll >= COHORT_COLL_COUNT)
+        return cohort_error(COHORT_ERR_INTERNAL,
+                            "algorithm selection: called without arguments or with an unknown "
+                            "collective (%d); this is a bug in cohort, please report it",
+                            a ? (int)a->coll : -1);
+    const char *cname = coll_names[a->coll];
+    const cohort_algo_spec_t *spec = comm ? cohort_coll_algo_spec(comm) : NULL;
+    const char *want = spec ? cohort_algo_spec_get(spec, cname) : NULL;
+
+    if (want && *want) {
+        const cohort_algo_t *f = find(a->coll, want);
+        if (!f) {
+            char valid[256] = "";
+            size_t len = 0;
+            for (int i = 0; i < NALGOS; i++) {
+                if (algos[i].coll != a->coll)
+                    continue;
+                int w = snprintf(valid + len, sizeof(valid) - len, "%s%s", len ? ", " : "",
+                                 algos[i].name);
+                if (w < 0 || (size_t)w >= sizeof(valid) - len)
+                    break;
+                len += (size_t)w;
+            }
+            return cohort_error(COHORT_ERR_INVALID_ARG,
+                                "COHORT_ALGO names algorithm '%s' for %s, which has no such "
+                                "algorithm; valid for %s: %s",
+                                want, cname, cname, valid);
+        }
+        *algo = f;
+        return COHORT_SUCCESS;
+    }
+
+    size_t bytes = a->count * a->esize;
+    const char *name;
+    switch (a->coll) {
+    case COHORT_COLL_ALLREDUCE: name = bytes <= RD_MAX_BYTES ? "rd" : "ring"; break;
+    case COHORT_COLL_BROADCAST: name = bytes <= TREE_MAX_BYTES ? "tree" : "chain"; break;
+    case COHORT_COLL_REDUCE: name = "tree"; break;
+    case COHORT_COLL_ALLGATHER: name = "ring"; break;
+    case COHORT_COLL_REDUCE_SCATTER: name = "ring"; break;
+    case COHORT_COLL_ALLTOALL: name = "pairwise"; break;
+    case COHORT_COLL_BARRIER: name = "dissemination"; break;
+    default: name = "";
+    }
+    *algo = find(a->coll, name);
+    if (!*algo)
+        return cohort_error(COHORT_ERR_INTERNAL,
+                            "algorithm selection: no default algorithm for %s; this is a bug in "
+                            "cohort, please report it", cname);
+    return COHORT_SUCCESS;
+}

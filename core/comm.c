@@ -1,0 +1,690 @@
+/* Communicator creation (plugins, address exchange, transport choice, connections), split,
+ * abort, destroy and queries. */
+#include "core/comm.h"
+#include "core/coll/coll.h"
+#include "core/config.h"
+#include "core/hmac.h"
+#include "core/log.h"
+#include "core/timeutil.h"
+#include "topology/node.h"
+
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SUBSYS "init"
+#define CARD_MAGIC 0x44524143u   /* "CARD" */
+#define CARD_VERSION 1u
+#define CARD_PLUGINS 8
+
+typedef struct card_plugin {
+    char name[32];
+    char version[32];
+    uint32_t abi;
+    uint32_t addrlen;
+    unsigned char addr[COHORT_ADDR_MAX];
+} card_plugin_t;
+
+/* What each rank tells every other at creation. Fixed size: every bootstrap allgathers it. */
+typedef struct card {
+    uint32_t magic, version;
+    int32_t status;              /* 0, or the error this rank hit before the exchange */
+    int32_t member;              /* 0: this rank takes part in the exchange only (split color < 0) */
+    uint64_t comm_id;
+    int64_t key;                 /* ordering key (split), ties by bootstrap rank */
+    int32_t pid;
+    uint32_t nplugins;
+    char core_version[16];
+    char hostid[COHORT_HOSTID_MAX];
+    char hostname[64];
+    char errmsg[256];
+    card_plugin_t plugins[CARD_PLUGINS];
+} card_t;
+
+/* The job id handed to transports for their handshakes (set by cohort_comm_init). */
+static char g_job_id[COHORT_JOBID_MAX] = "oob";
+
+typedef struct status_msg {
+    int32_t status;
+    char msg[252];
+} status_msg_t;
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+cohort_status_t cohort_comm_check(const cohort_comm_t *comm, const char *fn)
+{
+    if (!comm) return cohort_error(COHORT_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+    if (comm->magic == COHORT_COMM_DEAD)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s: comm was already destroyed", fn);
+    if (comm->magic != COHORT_COMM_MAGIC)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s: comm is not a cohort communicator "
+                            "(corrupt or uninitialised pointer)", fn);
+    return COHORT_SUCCESS;
+}
+
+/* ---- services for algorithms ------------------------------------------------------------ */
+
+void *cohort_coll_scratch(cohort_comm_t *comm, int slot, size_t bytes)
+{
+    if (comm->scratch_len[slot] < bytes) {
+        free(comm->scratch[slot]);
+        comm->scratch[slot] = NULL;
+        comm->scratch_len[slot] = 0;
+        size_t len = (bytes + 63) & ~(size_t)63;
+        if (posix_memalign(&comm->scratch[slot], 64, len) != 0) {
+            comm->scratch[slot] = NULL;
+            cohort_error(COHORT_ERR_NO_MEMORY, "rank %d: cannot allocate %zu bytes of scratch "
+                         "for %s", comm->rank, bytes, comm->desc);
+            return NULL;
+        }
+        comm->scratch_len[slot] = len;
+    }
+    return comm->scratch[slot];
+}
+
+size_t cohort_coll_chunk_size(const cohort_comm_t *comm) { return comm->chunk; }
+const cohort_algo_spec_t *cohort_coll_algo_spec(const cohort_comm_t *comm)
+{
+    return &comm->algo_spec;
+}
+
+/* ---- creation --------------------------------------------------------------------------- */
+
+static cohort_status_t read_settings(cohort_comm_t *c)
+{
+    c->timeout_s = 300;
+    long chunk = 262144;
+    cohort_status_t st = cohort_config_double("COHORT_TIMEOUT", 0.1, 1e7, &c->timeout_s);
+    if (!st) st = cohort_config_long("COHORT_CHUNK_SIZE", 64, 1L << 30, &chunk);
+    c->chunk = (size_t)chunk;
+    const char *algo = cohort_config_get("COHORT_ALGO");
+    if (!st && algo && *algo) st = cohort_algo_spec_parse("COHORT_ALGO", algo, &c->algo_spec);
+    return st;
+}
+
+static void fill_card(card_t *card, cohort_comm_t *c, int member, int64_t key)
+{
+    memset(card, 0, sizeof *card);
+    card->magic = CARD_MAGIC;
+    card->version = CARD_VERSION;
+    card->member = member;
+    card->comm_id = c->comm_id;
+    card->key = key;
+    card->pid = (int32_t)getpid();
+    snprintf(card->core_version, sizeof card->core_version, "%s", cohort_version());
+    cohort_node_id(card->hostid, sizeof card->hostid);
+    cohort_node_hostname(card->hostname, sizeof card->hostname);
+}
+
+/* Opens an endpoint on every loaded plugin and records the addresses in the card. */
+static cohort_status_t open_endpoints(cohort_comm_t *c, card_t *card)
+{
+    cohort_status_t st = cohort_plugins_get(&c->plugins, &c->nplugins);
+    if (st) return st;
+    c->eps = calloc((size_t)c->nplugins, sizeof *c->eps);
+    if (!c->eps) return cohort_error(COHORT_ERR_NO_MEMORY, "no memory for endpoints");
+    cohort_ep_info_t info = { sizeof info, c->rank, c->nranks, c->comm_id, NULL };
+    info.job_id = g_job_id;
+    for (int i = 0; i < c->nplugins && card->nplugins < CARD_PLUGINS; i++) {
+        const cohort_plugin_t *p = c->plugins[i];
+        card_plugin_t *cp = &card->plugins[card->nplugins];
+        size_t len = sizeof cp->addr;
+        st = p->ops->ep_open(p->ctx, &info, &c->eps[i], cp->addr, &len);
+        if (st) {
+            cohort_log(COHORT_LOG_WARN, SUBSYS, "transport %s cannot open an endpoint, not "
+                       "using it: %s", p->name, cohort_last_error());
+            c->eps[i] = NULL;
+            continue;
+        }
+        snprintf(cp->name, sizeof cp->name, "%s", p->name);
+        snprintf(cp->version, sizeof cp->version, "%s", p->ops->version ? p->ops->version : "");
+        cp->abi = p->ops->abi_version;
+        cp->addrlen = (uint32_t)(len <= sizeof cp->addr ? len : sizeof cp->addr);
+        card->nplugins++;
+    }
+    if (card->nplugins == 0)
+        return cohort_error(COHORT_ERR_TRANSPORT, "rank %d: no transport could open an endpoint "
+                            "(see the warnings above)", c->rank);
+    return COHORT_SUCCESS;
+}
+
+static int card_plugin_index(const card_t *card, const char *name)
+{
+    for (uint32_t i = 0; i < card->nplugins && i < CARD_PLUGINS; i++)
+        if (!strncmp(card->plugins[i].name, name, sizeof card->plugins[i].name)) return (int)i;
+    return -1;
+}
+
+static int local_plugin_index(const cohort_comm_t *c, const char *name)
+{
+    for (int i = 0; i < c->nplugins; i++)
+        if (c->eps[i] && !strcmp(c->plugins[i]->name, name)) return i;
+    return -1;
+}
+
+/* Every member must run the same core and the same version of every plugin they share. */
+static cohort_status_t check_versions(const cohort_comm_t *c, const card_t *cards,
+                                      const int *members)
+{
+    const card_t *c0 = &cards[members[0]];
+    for (int r = 1; r < c->nranks; r++) {
+        const card_t *cr = &cards[members[r]];
+        if (strncmp(cr->core_version, c0->core_version, sizeof c0->core_version))
+            return cohort_error(COHORT_ERR_MISMATCH, "ranks run different cohort versions: "
+                                "rank 0 (%s) has %.16s, rank %d (%s) has %.16s; install the same "
+                                "cohort on every node", c0->hostname, c0->core_version, r,
+                                cr->hostname, cr->core_version);
+    }
+    for (int a = 0; a < c->nranks; a++)
+        for (int b = a + 1; b < c->nranks; b++) {
+            const card_t *ca = &cards[members[a]], *cb = &cards[members[b]];
+            for (uint32_t i = 0; i < ca->nplugins && i < CARD_PLUGINS; i++) {
+                int j = card_plugin_index(cb, ca->plugins[i].name);
+                if (j < 0) continue;
+                const card_plugin_t *pa = &ca->plugins[i], *pb = &cb->plugins[j];
+                if (pa->abi != pb->abi || strncmp(pa->version, pb->version, sizeof pa->version))
+                    return cohort_error(COHORT_ERR_MISMATCH, "transport '%.32s' differs between "
+                                        "ranks: rank %d (%s) has version %.32s (ABI %u.%u), rank "
+                                        "%d (%s) has version %.32s (ABI %u.%u); install the same "
+                                        "plugin on every node", pa->name, a, ca->hostname,
+                                        pa->version, pa->abi >> 16, pa->abi & 0xffff, b,
+                                        cb->hostname, pb->version, pb->abi >> 16, pb->abi & 0xffff);
+            }
+        }
+    return COHORT_SUCCESS;
+}
+
+/* The transport for pair (a, b): the first in the lower rank's preference order that both
+ * loaded and both can reach the other with. -1 if none. Returns the lower rank's card index. */
+static int choose(const card_t *cards, const unsigned char *rows, int nboot, int ba, int bb)
+{
+    int lo = ba < bb ? ba : bb, hi = ba < bb ? bb : ba;
+    const card_t *cl = &cards[lo], *ch = &cards[hi];
+    for (uint32_t i = 0; i < cl->nplugins && i < CARD_PLUGINS; i++) {
+        int j = card_plugin_index(ch, cl->plugins[i].name);
+        if (j < 0) continue;
+        if ((rows[(size_t)lo * nboot + hi] >> i & 1) && (rows[(size_t)hi * nboot + lo] >> j & 1))
+            return (int)i;
+    }
+    return -1;
+}
+
+static void describe_plugins(const card_t *card, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (uint32_t i = 0; i < card->nplugins && i < CARD_PLUGINS && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%.32s", i ? "," : "",
+                                 card->plugins[i].name);
+    if (!card->nplugins) snprintf(buf, len, "none");
+}
+
+static cohort_status_t connect_all(cohort_comm_t *c)
+{
+    cohort_status_t st = COHORT_SUCCESS;
+    uint64_t deadline = cohort_now_ns() + (uint64_t)(c->timeout_s * 1e9);
+    int pending;
+    unsigned spins = 0;
+    do {
+        pending = 0;
+        for (int i = 0; i < c->nplugins; i++)
+            if (c->eps[i] && (st = c->plugins[i]->ops->progress(c->eps[i]))) return st;
+        for (int p = 0; p < c->nranks; p++) {
+            cohort_peer_t *peer = &c->peers[p];
+            if (p == c->rank || peer->plugin < 0) continue;
+            st = c->plugins[peer->plugin]->ops->conn_test(peer->conn);
+            if (st == COHORT_IN_PROGRESS) pending++;
+            else if (st) {
+                cohort_error_prefix("rank %d connecting to rank %d (%s) over %s", c->rank, p,
+                                    peer->host, c->plugins[peer->plugin]->name);
+                return st;
+            }
+        }
+        if (!pending) break;
+        if (atomic_load(&c->aborted))
+            return cohort_error(COHORT_ERR_ABORTED, "rank %d: communicator aborted while "
+                                "connecting", c->rank);
+        if (cohort_now_ns() > deadline) {
+            char who[512] = "";
+            size_t used = 0;
+            for (int p = 0; p < c->nranks && used < sizeof who - 40; p++) {
+                cohort_peer_t *peer = &c->peers[p];
+                if (p == c->rank || peer->plugin < 0) continue;
+                if (c->plugins[peer->plugin]->ops->conn_test(peer->conn) == COHORT_IN_PROGRESS)
+                    used += (size_t)snprintf(who + used, sizeof who - used, " %d(%s)", p,
+                                             peer->host);
+            }
+            return cohort_error(COHORT_ERR_TIMEOUT, "rank %d could not connect within %.0f s "
+                                "to ranks:%s. A firewall, or an interface the peers cannot "
+                                "reach? Set COHORT_SOCKET_IFNAME; COHORT_TIMEOUT sets the wait",
+                                c->rank, c->timeout_s, who);
+        }
+        if (++spins > 16) {
+            struct pollfd fds[CARD_PLUGINS];
+            int n = 0;
+            for (int i = 0; i < c->nplugins && n < CARD_PLUGINS; i++)
+                if (c->eps[i] && c->plugins[i]->ops->ep_fd) {
+                    int fd = c->plugins[i]->ops->ep_fd(c->eps[i]);
+                    if (fd >= 0) fds[n++] = (struct pollfd){ fd, POLLIN, 0 };
+                }
+            if (n) poll(fds, (nfds_t)n, 5);
+            else sched_yield();
+        }
+    } while (pending);
+    return COHORT_SUCCESS;
+}
+
+/* After a local failure, still takes part in the remaining exchange rounds so that the other
+ * ranks learn about it instead of waiting. */
+static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_t comm_id,
+                                   int64_t key, cohort_comm_t **out)
+{
+    *out = NULL;
+    int nboot = boot->nranks, me = boot->rank, n = 0;
+    cohort_comm_t *c = calloc(1, sizeof *c);
+    card_t *cards = calloc((size_t)nboot, sizeof *cards);
+    card_t *mine = calloc(1, sizeof *mine);
+    unsigned char *rows = calloc((size_t)nboot * (size_t)nboot, 1);
+    int *members = calloc((size_t)nboot, sizeof *members);
+    status_msg_t *stats = calloc((size_t)nboot, sizeof *stats);
+    cohort_status_t st = COHORT_SUCCESS;
+    if (!c || !cards || !mine || !rows || !members || !stats) {
+        free(c); free(cards); free(mine); free(rows); free(members); free(stats);
+        return cohort_error(COHORT_ERR_NO_MEMORY, "no memory to create a communicator of %d "
+                            "ranks", nboot);
+    }
+    c->magic = COHORT_COMM_MAGIC;
+    c->comm_id = comm_id;
+    c->rank = -1;
+    atomic_init(&c->aborted, 0);
+
+    /* Our rank in the new communicator is only known after the exchange; endpoints need it,
+     * so the key order is agreed first when splitting (key != bootstrap rank). */
+    fill_card(mine, c, member, key);
+    if (member) {
+        st = read_settings(c);
+        if (!st) {
+            /* provisional: rank/size are fixed up below; plugins only use them in messages and
+             * handshakes, so open endpoints after we know them (second pass) */
+        }
+    }
+    /* Round 1: who is in which communicator, with which key. */
+    if (st) {
+        mine->status = st;
+        snprintf(mine->errmsg, sizeof mine->errmsg, "%s", cohort_last_error());
+    }
+    cohort_status_t bst = boot->allgather(boot, mine, cards, sizeof *mine);
+    if (bst) {
+        st = bst;
+        goto out;
+    }
+    for (int b = 0; b < nboot; b++)
+        if (cards[b].magic != CARD_MAGIC || cards[b].version != CARD_VERSION) {
+            st = cohort_error(COHORT_ERR_MISMATCH, "rank %d sent a bootstrap card of another "
+                              "cohort version; install the same cohort everywhere", b);
+            goto out;
+        }
+    /* members of my communicator, ordered by (key, bootstrap rank) */
+    if (member) {
+        for (int b = 0; b < nboot; b++)
+            if (cards[b].member && cards[b].comm_id == comm_id) {
+                int pos = n++;
+                while (pos > 0 && cards[members[pos - 1]].key > cards[b].key) {
+                    members[pos] = members[pos - 1];
+                    pos--;
+                }
+                members[pos] = b;
+            }
+        c->nranks = n;
+        for (int r = 0; r < n; r++)
+            if (members[r] == me) c->rank = r;
+        for (int r = 0; r < n && !st; r++)
+            if (cards[members[r]].status) {
+                st = cohort_error(cards[members[r]].status, "rank %d (%s) failed to join: %s", r,
+                                  cards[members[r]].hostname, cards[members[r]].errmsg);
+            }
+    }
+    /* Round 2: endpoint addresses. */
+    if (member && !st) {
+        mine->nplugins = 0;
+        st = open_endpoints(c, mine);
+    }
+    if (st) {
+        mine->status = st;
+        snprintf(mine->errmsg, sizeof mine->errmsg, "%s", cohort_last_error());
+    }
+    if ((bst = boot->allgather(boot, mine, cards, sizeof *mine))) {
+        st = bst;
+        goto out;
+    }
+    if (member && !st) {
+        for (int r = 0; r < n && !st; r++)
+            if (cards[members[r]].status)
+                st = cohort_error(cards[members[r]].status, "rank %d (%s) failed to join: %s", r,
+                                  cards[members[r]].hostname, cards[members[r]].errmsg);
+        if (!st) st = check_versions(c, cards, members);
+    }
+    /* Round 3: which peers each transport can reach. */
+    unsigned char *row = rows + (size_t)me * nboot;
+    if (member && !st) {
+        for (int r = 0; r < n; r++) {
+            int b = members[r];
+            if (b == me) continue;
+            for (uint32_t i = 0; i < mine->nplugins; i++) {
+                int li = local_plugin_index(c, mine->plugins[i].name);
+                const card_plugin_t *peer_pl = NULL;
+                int j = card_plugin_index(&cards[b], mine->plugins[i].name);
+                if (j >= 0) peer_pl = &cards[b].plugins[j];
+                if (li >= 0 && peer_pl &&
+                    c->plugins[li]->ops->can_reach(c->eps[li], r, peer_pl->addr, peer_pl->addrlen))
+                    row[b] |= (unsigned char)(1u << i);
+            }
+        }
+    }
+    {
+        unsigned char *myrow = malloc((size_t)nboot);
+        if (!myrow) {
+            st = cohort_error(COHORT_ERR_NO_MEMORY, "no memory");
+            goto out;
+        }
+        memcpy(myrow, row, (size_t)nboot);
+        bst = boot->allgather(boot, myrow, rows, (size_t)nboot);
+        free(myrow);
+        if (bst) {
+            st = bst;
+            goto out;
+        }
+    }
+    if (member && !st) {
+        c->peers = calloc((size_t)n, sizeof *c->peers);
+        if (!c->peers) st = cohort_error(COHORT_ERR_NO_MEMORY, "no memory for %d peers", n);
+        /* the pairwise choice, checked for every pair so all ranks fail together */
+        for (int a = 0; a < n && !st; a++)
+            for (int b = a + 1; b < n && !st; b++)
+                if (choose(cards, rows, nboot, members[a], members[b]) < 0) {
+                    char pa[128], pb[128];
+                    describe_plugins(&cards[members[a]], pa, sizeof pa);
+                    describe_plugins(&cards[members[b]], pb, sizeof pb);
+                    st = cohort_error(COHORT_ERR_MISMATCH, "no transport connects rank %d (%s, "
+                                      "loaded: %s) and rank %d (%s, loaded: %s); load the same "
+                                      "transports everywhere (COHORT_TRANSPORTS) or check "
+                                      "COHORT_SOCKET_IFNAME", a, cards[members[a]].hostname, pa,
+                                      b, cards[members[b]].hostname, pb);
+                }
+        int hosts = 0;
+        for (int r = 0; r < n && !st; r++) {
+            const card_t *cr = &cards[members[r]];
+            cohort_peer_t *peer = &c->peers[r];
+            snprintf(peer->host, sizeof peer->host, "%s", cr->hostname);
+            int first = 1;
+            for (int q = 0; q < r; q++)
+                if (!strcmp(cards[members[q]].hostid, cr->hostid)) first = 0;
+            hosts += first;
+            if (!strcmp(cr->hostid, mine->hostid)) {
+                if (members[r] == me) c->local_rank = c->local_size;
+                c->local_size++;
+            }
+            if (r == c->rank) {
+                peer->plugin = -1;
+                continue;
+            }
+            int lo = members[r] < me ? members[r] : me;
+            int ci = choose(cards, rows, nboot, me, members[r]);
+            const char *name = cards[lo].plugins[ci].name;
+            peer->plugin = local_plugin_index(c, name);
+            int j = card_plugin_index(cr, name);
+            const cohort_transport_v1_t *ops = c->plugins[peer->plugin]->ops;
+            cohort_tp_ep_t ep = c->eps[peer->plugin];
+            st = r < c->rank ? ops->connect(ep, r, cr->plugins[j].addr, cr->plugins[j].addrlen,
+                                            &peer->conn)
+                             : ops->accept(ep, r, &peer->conn);
+            if (st) {
+                peer->conn = NULL;
+                cohort_error_prefix("rank %d starting a %s connection to rank %d (%s)", c->rank,
+                                    name, r, cr->hostname);
+            }
+        }
+        c->node_count = hosts;
+        if (!st) st = connect_all(c);
+    }
+    /* Round 4: everyone says whether it got connected, so failures are shared. */
+    status_msg_t sm = { st, "" };
+    if (st) snprintf(sm.msg, sizeof sm.msg, "%s", cohort_last_error());
+    if ((bst = boot->allgather(boot, &sm, stats, sizeof sm))) {
+        st = bst;
+        goto out;
+    }
+    if (member && !st)
+        for (int r = 0; r < n && !st; r++)
+            if (stats[members[r]].status)
+                st = cohort_error(COHORT_ERR_PEER_LOST, "rank %d (%s) could not join the "
+                                  "communicator: %.252s", r, cards[members[r]].hostname,
+                                  stats[members[r]].msg);
+out:
+    if (!st && member) {
+        if (c->rank == 0) {
+            char tp[256] = "";
+            size_t used = 0;
+            for (int i = 0; i < c->nplugins; i++) {
+                int users = 0;
+                for (int p = 0; p < n; p++) users += c->peers[p].plugin == i;
+                if (users)
+                    used += (size_t)snprintf(tp + used, sizeof tp - used, "%s%s (%d peers)",
+                                             used ? ", " : "", c->plugins[i]->name, users);
+            }
+            cohort_log(COHORT_LOG_INFO, SUBSYS, "communicator %016llx ready: %d ranks on %d "
+                       "node(s); rank 0 uses %s", (unsigned long long)c->comm_id, n,
+                       c->node_count, n > 1 ? tp : "no transport (single rank)");
+        }
+        *out = c;
+    } else {
+        c->magic = COHORT_COMM_MAGIC;
+        if (c->plugins) c->nranks = c->peers ? n : 0;
+        cohort_comm_destroy(c);
+    }
+    free(cards);
+    free(mine);
+    free(rows);
+    free(members);
+    free(stats);
+    return st;
+}
+
+cohort_status_t cohort_comm_init(cohort_comm_t **comm)
+{
+    if (!comm) return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_init: comm is NULL");
+    *comm = NULL;
+    cohort_identity_t id;
+    cohort_status_t st = cohort_identity_from_env(&id);
+    if (st) return st;
+    cohort_log_set_rank(id.rank);
+    cohort_plugin_set_secret(id.secret, id.secretlen);
+    snprintf(g_job_id, sizeof g_job_id, "%s", id.job_id);
+    double timeout_s = 300;
+    if ((st = cohort_config_double("COHORT_TIMEOUT", 0.1, 1e7, &timeout_s))) return st;
+    cohort_bootstrap_t *boot = NULL;
+    cohort_rdv_server_t *server = NULL;
+    if (id.nranks > 1) {
+        st = cohort_bootstrap_rdv(&id, timeout_s, &boot, &server);
+    } else {
+        st = cohort_bootstrap_oob(0, 1, NULL, NULL, &boot);
+    }
+    if (st) return st;
+    cohort_log(COHORT_LOG_INFO, "boot", "rank %d of %d (launcher %s, job %s, rendezvous %s)",
+               id.rank, id.nranks, id.launcher, id.job_id, id.nranks > 1 ? id.rendezvous : "-");
+    uint64_t comm_id = fnv1a(14695981039346656037ull, id.job_id, strlen(id.job_id));
+    if (id.nranks == 1) {
+        /* no exchange needed: the single-rank bootstrap never calls the OOB function */
+        cohort_comm_t *c = calloc(1, sizeof *c);
+        boot->close(boot);
+        if (!c) return cohort_error(COHORT_ERR_NO_MEMORY, "no memory for a communicator");
+        c->magic = COHORT_COMM_MAGIC;
+        c->nranks = 1;
+        c->local_size = 1;
+        c->node_count = 1;
+        c->comm_id = comm_id;
+        atomic_init(&c->aborted, 0);
+        if ((st = read_settings(c))) {
+            free(c);
+            return st;
+        }
+        *comm = c;
+        return COHORT_SUCCESS;
+    }
+    st = comm_create(boot, 1, comm_id, id.rank, comm);
+    if (st && boot->fail) boot->fail(boot, cohort_last_error());
+    boot->close(boot);
+    if (server) {
+        /* Serve until every rank has its last answer and left (bounded), then free the port. */
+        uint64_t deadline = cohort_now_ns() + (uint64_t)(timeout_s * 1e9);
+        while (!st && !cohort_rdv_server_finished(server) && cohort_now_ns() < deadline) {
+            struct timespec ts = { 0, 1000000 };
+            nanosleep(&ts, NULL);
+        }
+        cohort_rdv_server_destroy(server);
+    }
+    return st;
+}
+
+static int oob_single(const void *s, void *r, size_t n, void *ctx)
+{
+    (void)ctx;
+    memcpy(r, s, n);
+    return 0;
+}
+
+cohort_status_t cohort_comm_init_oob(int rank, int nranks, cohort_oob_allgather_fn allgather,
+                                     void *ctx, cohort_comm_t **comm)
+{
+    if (!comm) return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_init_oob: comm is NULL");
+    *comm = NULL;
+    if (nranks < 1 || rank < 0 || rank >= nranks)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_init_oob: rank %d is not in "
+                            "[0, nranks=%d)", rank, nranks);
+    if (!allgather && nranks > 1)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_init_oob: allgather is NULL");
+    cohort_log_set_rank(rank);
+    /* Without a launcher secret, key connections by a fixed derivation: the OOB channel is the
+     * caller's, so this only keeps strays out (docs/security.md). */
+    const char *sec = cohort_config_get("COHORT_SECRET");
+    unsigned char derived[32];
+    if (sec && *sec) cohort_plugin_set_secret(sec, strlen(sec));
+    else {
+        cohort_sha256("cohort-oob-secret", 17, derived);
+        cohort_plugin_set_secret(derived, sizeof derived);
+    }
+    cohort_bootstrap_t *boot;
+    cohort_status_t st = cohort_bootstrap_oob(rank, nranks, allgather ? allgather : oob_single,
+                                              ctx, &boot);
+    if (st) return st;
+    /* The communicator id must agree on all ranks: exchange rank 0's random id. */
+    uint64_t id = 0, *ids = calloc((size_t)nranks, sizeof *ids);
+    if (!ids) {
+        boot->close(boot);
+        return cohort_error(COHORT_ERR_NO_MEMORY, "no memory");
+    }
+    if (rank == 0) id = fnv1a(14695981039346656037ull, &(uint64_t){ cohort_now_ns() }, 8) ^
+                        (uint64_t)getpid();
+    st = boot->allgather(boot, &id, ids, sizeof id);
+    uint64_t comm_id = ids[0];
+    free(ids);
+    if (!st) st = comm_create(boot, 1, comm_id, rank, comm);
+    boot->close(boot);
+    return st;
+}
+
+cohort_status_t cohort_comm_split(cohort_comm_t *comm, int color, int key, cohort_comm_t **out)
+{
+    cohort_status_t st = cohort_comm_check(comm, "cohort_comm_split");
+    if (st) return st;
+    if (!out) return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_split: out is NULL");
+    *out = NULL;
+    if (comm->broken)
+        return cohort_error(comm->broken, "cohort_comm_split: the communicator failed earlier "
+                            "and cannot be used: %s", comm->broken_msg);
+    comm->nsplits++;
+    if (comm->nranks == 1) {
+        if (color < 0) return COHORT_SUCCESS;
+        cohort_comm_t *c = calloc(1, sizeof *c);
+        if (!c) return cohort_error(COHORT_ERR_NO_MEMORY, "no memory for a communicator");
+        *c = (cohort_comm_t){ .magic = COHORT_COMM_MAGIC, .nranks = 1, .local_size = 1,
+                              .node_count = 1, .comm_id = comm->comm_id + comm->nsplits };
+        atomic_init(&c->aborted, 0);
+        if ((st = read_settings(c))) {
+            free(c);
+            return st;
+        }
+        *out = c;
+        return COHORT_SUCCESS;
+    }
+    uint64_t h = fnv1a(comm->comm_id, &comm->nsplits, sizeof comm->nsplits);
+    h = fnv1a(h, &color, sizeof color);
+    cohort_bootstrap_t *boot;
+    if ((st = cohort_bootstrap_comm(comm, &boot))) return st;
+    int64_t k = (int64_t)key * (1 << 24) + comm->rank;   /* ties broken by parent rank */
+    st = comm_create(boot, color >= 0, h, k, out);
+    boot->close(boot);
+    if (!st && color < 0) *out = NULL;
+    return st;
+}
+
+cohort_status_t cohort_comm_abort(cohort_comm_t *comm)
+{
+    cohort_status_t st = cohort_comm_check(comm, "cohort_comm_abort");
+    if (st) return st;
+    atomic_store(&comm->aborted, 1);
+    cohort_log(COHORT_LOG_WARN, SUBSYS, "communicator %016llx aborted by rank %d",
+               (unsigned long long)comm->comm_id, comm->rank);
+    return COHORT_SUCCESS;
+}
+
+cohort_status_t cohort_comm_destroy(cohort_comm_t *comm)
+{
+    if (!comm) return COHORT_SUCCESS;
+    cohort_status_t st = cohort_comm_check(comm, "cohort_comm_destroy");
+    if (st) return st;
+    for (int p = 0; comm->peers && p < comm->nranks; p++) {
+        cohort_peer_t *peer = &comm->peers[p];
+        if (peer->conn && peer->plugin >= 0)
+            comm->plugins[peer->plugin]->ops->conn_close(peer->conn);
+    }
+    for (int i = 0; comm->eps && i < comm->nplugins; i++)
+        if (comm->eps[i]) comm->plugins[i]->ops->ep_close(comm->eps[i]);
+    if (comm->plugins) cohort_plugins_release();
+    free(comm->peers);
+    free(comm->eps);
+    free(comm->scratch[0]);
+    free(comm->scratch[1]);
+    comm->magic = COHORT_COMM_DEAD;
+    free(comm);
+    return COHORT_SUCCESS;
+}
+
+int cohort_comm_rank(const cohort_comm_t *comm) { return comm ? comm->rank : -1; }
+int cohort_comm_size(const cohort_comm_t *comm) { return comm ? comm->nranks : -1; }
+int cohort_comm_local_rank(const cohort_comm_t *comm) { return comm ? comm->local_rank : -1; }
+int cohort_comm_local_size(const cohort_comm_t *comm) { return comm ? comm->local_size : -1; }
+int cohort_comm_node_count(const cohort_comm_t *comm) { return comm ? comm->node_count : -1; }
+
+const char *cohort_comm_last_algo(const cohort_comm_t *comm)
+{
+    return comm && comm->last_algo ? comm->last_algo : "none";
+}
+
+const char *cohort_comm_peer_transport(const cohort_comm_t *comm, int peer)
+{
+    if (!comm || peer < 0 || peer >= comm->nranks || !comm->peers) return NULL;
+    int p = comm->peers[peer].plugin;
+    return p < 0 ? NULL : comm->plugins[p]->name;
+}

@@ -1,0 +1,55 @@
+/* The communicator: its ranks, its transports' endpoints and connections, its state. */
+#ifndef COHORT_CORE_COMM_H
+#define COHORT_CORE_COMM_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include "cohort/cohort.h"
+#include "core/bootstrap.h"
+#include "core/parse.h"
+#include "core/plugin_loader.h"
+#include "core/rendezvous.h"
+
+#define COHORT_COMM_MAGIC 0x434f484f5254434dull   /* "COHORTCM" */
+#define COHORT_COMM_DEAD 0xdeaddeaddeaddeadull
+
+typedef struct cohort_peer {
+    int plugin;                 /* index into comm->plugins; -1 for self */
+    cohort_tp_conn_t conn;
+    char host[64];              /* for messages */
+} cohort_peer_t;
+
+struct cohort_comm {
+    uint64_t magic;
+    int rank, nranks;
+    int local_rank, local_size, node_count;
+    uint64_t comm_id;
+    uint32_t nsplits;
+
+    /* the collective in progress */
+    uint64_t seq;
+    uint64_t tag;
+    char desc[192];
+    const char *last_algo;
+
+    cohort_plugin_t *const *plugins;    /* the process-wide set (a reference is held) */
+    int nplugins;
+    cohort_tp_ep_t *eps;                 /* per plugin; NULL when not opened */
+    cohort_peer_t *peers;
+    cohort_rdv_server_t *server;         /* rank 0 hosting the rendezvous */
+
+    double timeout_s;
+    size_t chunk;
+    cohort_algo_spec_t algo_spec;
+    void *scratch[2];
+    size_t scratch_len[2];
+
+    atomic_int aborted;
+    cohort_status_t broken;              /* non-zero after a failed collective */
+    char broken_msg[512];
+};
+
+/* Validates a communicator handle from the user (NULL, destroyed). */
+cohort_status_t cohort_comm_check(const cohort_comm_t *comm, const char *fn);
+
+#endif

@@ -1,0 +1,175 @@
+/* The settings table: every COHORT_* variable, its default and help. Environment first, then a
+ * cohort.conf file, then the default. */
+#include "core/config.h"
+#include "core/log.h"
+#include "core/parse.h"
+
+#include <ctype.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const cohort_setting_t settings[] = {
+    { "COHORT_TRANSPORTS", NULL,
+      "transports to use, in preference order (shm,tcp), or ^name,... to exclude; default: all" },
+    { "COHORT_PLUGIN_PATH", NULL,
+      "':'-separated directories searched for libcohort-<name>.so before the install directory" },
+    { "COHORT_SOCKET_IFNAME", NULL,
+      "interfaces for sockets: prefixes (eth,ib), =exact, ^ to exclude, or CIDR (10.0.0.0/8)" },
+    { "COHORT_SOCKET_NSOCKS", "2", "TCP sockets per peer; large messages are striped over them" },
+    { "COHORT_ALGO", NULL, "force algorithms, e.g. allreduce:ring;broadcast:tree" },
+    { "COHORT_CHUNK_SIZE", "262144", "pipeline chunk size in bytes for ring and chain algorithms" },
+    { "COHORT_TIMEOUT", "300",
+      "seconds a blocking wait (bootstrap, connection, collective) may stall before it fails" },
+    { "COHORT_DEBUG", "WARN", "log level: NONE, WARN, INFO, TRACE" },
+    { "COHORT_DEBUG_SUBSYS", "ALL",
+      "log subsystems to show (init,boot,plugin,net,coll,error), or ^list to hide some" },
+    { "COHORT_RENDEZVOUS", NULL,
+      "tcp://host:port where ranks meet (rank 0 hosts it unless cohortrun does), or file://dir" },
+    { "COHORT_JOB_ID", NULL, "job identity; set by cohortrun, else derived from the launcher" },
+    { "COHORT_SECRET", NULL,
+      "per-job secret keying the HMAC on every connection; set by cohortrun, else derived from "
+      "the job id (weaker: see docs/security.md)" },
+    { "COHORT_RANK", NULL, "this process's rank (set by cohortrun)" },
+    { "COHORT_SIZE", NULL, "number of ranks (set by cohortrun)" },
+    { "COHORT_LOCAL_RANK", NULL, "rank among this node's ranks (set by cohortrun)" },
+    { "COHORT_LOCAL_SIZE", NULL, "ranks on this node (set by cohortrun)" },
+    { "COHORT_HOSTID", NULL, "overrides the node identity (hostname + boot id) used to group ranks" },
+    { "COHORT_CONF", NULL, "settings file read after the environment (default ./cohort.conf, "
+      "then /etc/cohort.conf)" },
+};
+
+#define NSETTINGS (sizeof settings / sizeof settings[0])
+
+const cohort_setting_t *cohort_settings(size_t *count)
+{
+    *count = NSETTINGS;
+    return settings;
+}
+
+static pthread_mutex_t file_lock = PTHREAD_MUTEX_INITIALIZER;
+static int file_loaded;
+static char file_path[1024];
+static char *file_values[NSETTINGS];
+
+static int setting_index(const char *name)
+{
+    for (size_t i = 0; i < NSETTINGS; i++)
+        if (!strcmp(settings[i].name, name)) return (int)i;
+    return -1;
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s)) s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1])) *--e = '\0';
+    return s;
+}
+
+static void load_file_locked(void)
+{
+    file_loaded = 1;
+    const char *path = getenv("COHORT_CONF");
+    FILE *f = NULL;
+    if (path && *path) {
+        f = fopen(path, "r");
+        if (!f)
+            cohort_log(COHORT_LOG_WARN, "init", "COHORT_CONF=%s cannot be opened; ignoring it",
+                       path);
+    } else {
+        static const char *defaults[] = { "cohort.conf", "/etc/cohort.conf" };
+        for (size_t i = 0; i < 2 && !f; i++)
+            if ((f = fopen(defaults[i], "r"))) path = defaults[i];
+    }
+    if (!f) return;
+    snprintf(file_path, sizeof file_path, "%s", path);
+    char line[1024];
+    int lineno = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash) *hash = '\0';
+        char *s = trim(line);
+        if (!*s) continue;
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            cohort_log(COHORT_LOG_WARN, "init", "%s:%d: '%s' is not NAME = value; ignored",
+                       file_path, lineno, s);
+            continue;
+        }
+        *eq = '\0';
+        char *name = trim(s), *value = trim(eq + 1);
+        int idx = setting_index(name);
+        if (idx < 0) {
+            cohort_log(COHORT_LOG_WARN, "init", "%s:%d: unknown setting '%s' (cohort-info lists "
+                       "them); ignored", file_path, lineno, name);
+            continue;
+        }
+        free(file_values[idx]);
+        file_values[idx] = strdup(value);
+    }
+    fclose(f);
+}
+
+static const char *file_value(int idx)
+{
+    pthread_mutex_lock(&file_lock);
+    if (!file_loaded) load_file_locked();
+    const char *v = file_values[idx];
+    pthread_mutex_unlock(&file_lock);
+    return v;
+}
+
+void cohort_config_reset(void)
+{
+    pthread_mutex_lock(&file_lock);
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        free(file_values[i]);
+        file_values[i] = NULL;
+    }
+    file_loaded = 0;
+    file_path[0] = '\0';
+    pthread_mutex_unlock(&file_lock);
+}
+
+const char *cohort_config_get(const char *name)
+{
+    const char *env = getenv(name);
+    if (env) return env;
+    int idx = setting_index(name);
+    if (idx < 0) return NULL;
+    if (strcmp(name, "COHORT_CONF") != 0) {
+        const char *fv = file_value(idx);
+        if (fv) return fv;
+    }
+    return settings[idx].def;
+}
+
+const char *cohort_config_source(const char *name)
+{
+    if (getenv(name)) return "env";
+    int idx = setting_index(name);
+    if (idx < 0) return "unset";
+    if (strcmp(name, "COHORT_CONF") != 0 && file_value(idx)) {
+        static _Thread_local char buf[1100];
+        snprintf(buf, sizeof buf, "file %s", file_path);
+        return buf;
+    }
+    return settings[idx].def ? "default" : "unset";
+}
+
+cohort_status_t cohort_config_long(const char *name, long min, long max, long *value)
+{
+    const char *v = cohort_config_get(name);
+    if (!v) return COHORT_SUCCESS;   /* caller's *value stays as its default */
+    return cohort_parse_long(name, v, min, max, value);
+}
+
+cohort_status_t cohort_config_double(const char *name, double min, double max, double *value)
+{
+    const char *v = cohort_config_get(name);
+    if (!v) return COHORT_SUCCESS;
+    return cohort_parse_double(name, v, min, max, value);
+}

@@ -1,0 +1,25 @@
+lib_LTLIBRARIES += libcohort.la
+libcohort_la_SOURCES = \
+	core/log.c core/log.h \
+	core/config.c core/config.h \
+	core/parse.c core/parse.h \
+	core/hmac.c core/hmac.h \
+	core/reduce.c core/reduce.h \
+	core/netif.c core/netif.h \
+	core/rendezvous.c core/rendezvous.h \
+	core/plugin_loader.c core/plugin_loader.h \
+	core/bootstrap.c core/bootstrap.h \
+	core/comm.c core/comm.h \
+	core/p2p.c core/p2p.h \
+	core/api.c \
+	core/timeutil.h \
+	core/coll/coll.h core/coll/select.c \
+	core/coll/allreduce_ring.c core/coll/allreduce_rd.c \
+	core/coll/broadcast_chain.c core/coll/broadcast_tree.c \
+	core/coll/reduce_tree.c \
+	core/coll/allgather_ring.c core/coll/reduce_scatter_ring.c \
+	core/coll/alltoall_pairwise.c core/coll/barrier_dissemination.c \
+	topology/node.c topology/node.h
+libcohort_la_CFLAGS = $(AM_CFLAGS) -O3 -pthread
+libcohort_la_LIBADD = -lpthread -lm
+libcohort_la_LDFLAGS = -version-info 0:0:0

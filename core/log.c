@@ -1,0 +1,160 @@
+/* Logging (COHORT_DEBUG, COHORT_DEBUG_SUBSYS) and the thread-local last error. */
+#include "core/log.h"
+#include "core/config.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#define MSG_MAX 2048
+
+static _Thread_local char last_error[MSG_MAX];
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static int log_level = -1;            /* -1: not read yet */
+static char log_subsys[256];          /* "" = all; else comma list, leading ^ excludes */
+static int log_rank = -1;
+static char log_host[64];
+
+static void log_init_locked(void)
+{
+    const char *lv = cohort_config_get("COHORT_DEBUG");
+    log_level = COHORT_LOG_WARN;
+    int bad = 0;
+    if (lv && *lv) {
+        if (!strcasecmp(lv, "NONE") || !strcasecmp(lv, "OFF")) log_level = COHORT_LOG_NONE;
+        else if (!strcasecmp(lv, "WARN")) log_level = COHORT_LOG_WARN;
+        else if (!strcasecmp(lv, "INFO")) log_level = COHORT_LOG_INFO;
+        else if (!strcasecmp(lv, "TRACE")) log_level = COHORT_LOG_TRACE;
+        else bad = 1;
+    }
+    const char *ss = cohort_config_get("COHORT_DEBUG_SUBSYS");
+    snprintf(log_subsys, sizeof log_subsys, "%s", (ss && strcasecmp(ss, "ALL")) ? ss : "");
+    if (gethostname(log_host, sizeof log_host) != 0) snprintf(log_host, sizeof log_host, "?");
+    log_host[sizeof log_host - 1] = '\0';
+    char *dot = strchr(log_host, '.');
+    if (dot) *dot = '\0';
+    if (bad)
+        fprintf(stderr, "%s:%d cohort WARN init: COHORT_DEBUG='%s' is not one of NONE, WARN, "
+                "INFO, TRACE; using WARN\n", log_host, (int)getpid(), lv);
+}
+
+void cohort_log_reset(void)
+{
+    pthread_mutex_lock(&log_lock);
+    log_level = -1;
+    pthread_mutex_unlock(&log_lock);
+}
+
+void cohort_log_set_rank(int rank) { log_rank = rank; }
+
+static int subsys_listed(const char *list, const char *subsys)
+{
+    size_t n = strlen(subsys);
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && !strncasecmp(p, subsys, n)) return 1;
+        if (!end) break;
+        p = end + 1;
+    }
+    return 0;
+}
+
+int cohort_log_enabled(int level, const char *subsys)
+{
+    if (log_level < 0) {
+        pthread_mutex_lock(&log_lock);
+        if (log_level < 0) log_init_locked();
+        pthread_mutex_unlock(&log_lock);
+    }
+    if (level > log_level || level <= COHORT_LOG_NONE) return 0;
+    if (level == COHORT_LOG_WARN || !log_subsys[0] || !subsys) return 1;
+    if (log_subsys[0] == '^') return !subsys_listed(log_subsys + 1, subsys);
+    return subsys_listed(log_subsys, subsys);
+}
+
+void cohort_vlog(int level, const char *subsys, const char *fmt, va_list ap)
+{
+    if (!cohort_log_enabled(level, subsys)) return;
+    static const char *names[] = { "NONE", "WARN", "INFO", "TRACE" };
+    char msg[MSG_MAX];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    char rank[16] = "";
+    if (log_rank >= 0) snprintf(rank, sizeof rank, " [%d]", log_rank);
+    /* One write per line so lines from threads and ranks never interleave mid-line. */
+    char line[MSG_MAX + 160];
+    int len = snprintf(line, sizeof line, "%s:%d%s cohort %s %s: %s\n", log_host, (int)getpid(),
+                       rank, names[level], subsys ? subsys : "core", msg);
+    if (len < 0) return;
+    if ((size_t)len >= sizeof line) {
+        len = (int)sizeof line - 1;
+        line[len - 1] = '\n';
+    }
+    ssize_t w = write(STDERR_FILENO, line, (size_t)len);
+    (void)w;
+}
+
+void cohort_log(int level, const char *subsys, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cohort_vlog(level, subsys, fmt, ap);
+    va_end(ap);
+}
+
+cohort_status_t cohort_verror(cohort_status_t status, const char *fmt, va_list ap)
+{
+    char msg[MSG_MAX];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    memcpy(last_error, msg, sizeof last_error);
+    cohort_log(COHORT_LOG_WARN, "error", "%s (%s)", msg, cohort_strerror(status));
+    return status;
+}
+
+cohort_status_t cohort_error(cohort_status_t status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cohort_verror(status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+void cohort_error_prefix(const char *fmt, ...)
+{
+    char ctx[512], old[MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx, sizeof ctx, fmt, ap);
+    va_end(ap);
+    memcpy(old, last_error, sizeof old);
+    snprintf(last_error, sizeof last_error, "%.500s: %.1500s", ctx, old);
+}
+
+void cohort_error_clear(void) { last_error[0] = '\0'; }
+
+const char *cohort_last_error(void) { return last_error; }
+
+const char *cohort_strerror(cohort_status_t status)
+{
+    switch (status) {
+    case COHORT_SUCCESS: return "success";
+    case COHORT_IN_PROGRESS: return "in progress";
+    case COHORT_ERR_INVALID_ARG: return "invalid argument";
+    case COHORT_ERR_NO_MEMORY: return "out of memory";
+    case COHORT_ERR_SYSTEM: return "system error";
+    case COHORT_ERR_TRANSPORT: return "transport error";
+    case COHORT_ERR_PEER_LOST: return "peer lost";
+    case COHORT_ERR_TIMEOUT: return "timed out";
+    case COHORT_ERR_ABORTED: return "aborted";
+    case COHORT_ERR_UNSUPPORTED: return "unsupported";
+    case COHORT_ERR_MISMATCH: return "mismatch between ranks";
+    case COHORT_ERR_PLUGIN: return "plugin error";
+    case COHORT_ERR_INTERNAL: return "internal error";
+    }
+    return "unknown status";
+}

@@ -1,0 +1,196 @@
+/* Point-to-point over the communicator's transports, with timeouts, abort and clear errors. */
+#include "core/p2p.h"
+#include "core/comm.h"
+#include "core/log.h"
+#include "core/timeutil.h"
+
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SPINS_BEFORE_SLEEP 200
+#define SLEEP_POLL_MS 2
+
+static cohort_status_t check_peer(cohort_comm_t *comm, int peer, const char *what)
+{
+    if (peer < 0 || peer >= comm->nranks || peer == comm->rank || !comm->peers ||
+        comm->peers[peer].plugin < 0)
+        return cohort_error(COHORT_ERR_INTERNAL, "rank %d: %s to invalid peer %d in %s",
+                            comm->rank, what, peer, comm->desc);
+    return COHORT_SUCCESS;
+}
+
+static const cohort_transport_v1_t *ops_of(cohort_comm_t *comm, int peer)
+{
+    return comm->plugins[comm->peers[peer].plugin]->ops;
+}
+
+static cohort_status_t post(cohort_comm_t *comm, int peer, void *buf, size_t len, int is_send,
+                            cohort_preq_t *req)
+{
+    memset(req, 0, sizeof *req);
+    req->peer = peer;
+    req->is_send = is_send;
+    req->len = len;
+    cohort_status_t st = check_peer(comm, peer, is_send ? "send" : "receive");
+    if (st) return st;
+    const cohort_transport_v1_t *ops = ops_of(comm, peer);
+    cohort_tp_conn_t conn = comm->peers[peer].conn;
+    st = is_send ? ops->isend(conn, buf, len, comm->tag, NULL, &req->tp)
+                 : ops->irecv(conn, buf, len, comm->tag, NULL, &req->tp);
+    if (st) {
+        req->tp = NULL;
+        cohort_error_prefix("rank %d posting a %zu-byte %s %s rank %d (%s) in %s", comm->rank,
+                            len, is_send ? "send to" : "receive from", "", peer,
+                            comm->peers[peer].host, comm->desc);
+    }
+    return st;
+}
+
+cohort_status_t cohort_p2p_isend(cohort_comm_t *comm, int peer, const void *buf, size_t len,
+                                 cohort_preq_t *req)
+{
+    return post(comm, peer, (void *)(uintptr_t)buf, len, 1, req);
+}
+
+cohort_status_t cohort_p2p_irecv(cohort_comm_t *comm, int peer, void *buf, size_t len,
+                                 cohort_preq_t *req)
+{
+    return post(comm, peer, buf, len, 0, req);
+}
+
+cohort_status_t cohort_p2p_test(cohort_comm_t *comm, cohort_preq_t *req)
+{
+    if (req->done) return COHORT_SUCCESS;
+    if (!req->tp) return cohort_error(COHORT_ERR_INTERNAL, "rank %d: testing a request that was "
+                                      "never posted in %s", comm->rank, comm->desc);
+    size_t got = 0;
+    cohort_status_t st = ops_of(comm, req->peer)->test(req->tp, &got);
+    if (st == COHORT_IN_PROGRESS) return COHORT_SUCCESS;
+    req->tp = NULL;
+    if (st) {
+        cohort_error_prefix("rank %d %s rank %d (%s) in %s", comm->rank,
+                            req->is_send ? "sending to" : "receiving from", req->peer,
+                            comm->peers[req->peer].host, comm->desc);
+        return st;
+    }
+    req->done = 1;
+    req->got = req->is_send ? req->len : got;
+    if (!req->is_send && got != req->len)
+        return cohort_error(COHORT_ERR_MISMATCH, "rank %d received %zu bytes from rank %d (%s) "
+                            "but expected %zu in %s: the ranks called the collective with "
+                            "different counts or datatypes", comm->rank, got, req->peer,
+                            comm->peers[req->peer].host, req->len, comm->desc);
+    return COHORT_SUCCESS;
+}
+
+/* Sleeps until a transport has something to do, or a short while. */
+static void idle_wait(cohort_comm_t *comm)
+{
+    struct pollfd fds[16];
+    int n = 0;
+    for (int i = 0; i < comm->nplugins && n < 16; i++)
+        if (comm->eps[i] && comm->plugins[i]->ops->ep_fd) {
+            int fd = comm->plugins[i]->ops->ep_fd(comm->eps[i]);
+            if (fd >= 0) fds[n++] = (struct pollfd){ fd, POLLIN, 0 };
+        }
+    if (n) poll(fds, (nfds_t)n, SLEEP_POLL_MS);
+    else sched_yield();
+}
+
+static cohort_status_t progress_all(cohort_comm_t *comm)
+{
+    for (int i = 0; i < comm->nplugins; i++)
+        if (comm->eps[i]) {
+            cohort_status_t st = comm->plugins[i]->ops->progress(comm->eps[i]);
+            if (st) return st;
+        }
+    return COHORT_SUCCESS;
+}
+
+static cohort_status_t timeout_error(cohort_comm_t *comm, cohort_preq_t *reqs, int n)
+{
+    char who[512] = "";
+    size_t used = 0;
+    for (int i = 0; i < n && used < sizeof who - 64; i++)
+        if (!reqs[i].done)
+            used += (size_t)snprintf(who + used, sizeof who - used, "%s%s rank %d (%s)",
+                                     used ? ", " : "", reqs[i].is_send ? "send to" : "receive from",
+                                     reqs[i].peer, comm->peers[reqs[i].peer].host);
+    return cohort_error(COHORT_ERR_TIMEOUT, "rank %d: %s stalled for %.0f s waiting on: %s. "
+                        "Did every rank call it with the same arguments? A peer that hangs or "
+                        "died? COHORT_TIMEOUT sets the limit", comm->rank, comm->desc,
+                        comm->timeout_s, who);
+}
+
+static cohort_status_t wait_some(cohort_comm_t *comm, cohort_preq_t *reqs, int n, int any,
+                                 int *index)
+{
+    uint64_t deadline = 0;
+    unsigned spins = 0;
+    for (;;) {
+        int pending = 0, progressed = 0;
+        for (int i = 0; i < n; i++) {
+            if (reqs[i].done) continue;
+            cohort_status_t st = cohort_p2p_test(comm, &reqs[i]);
+            if (st) return st;
+            if (reqs[i].done) {
+                progressed = 1;
+                if (any) {
+                    *index = i;
+                    return COHORT_SUCCESS;
+                }
+            } else {
+                pending++;
+            }
+        }
+        if (!pending) {
+            if (any) {
+                *index = -1;
+                return COHORT_SUCCESS;
+            }
+            return COHORT_SUCCESS;
+        }
+        if (atomic_load(&comm->aborted))
+            return cohort_error(COHORT_ERR_ABORTED, "rank %d: %s interrupted: the communicator "
+                                "was aborted", comm->rank, comm->desc);
+        if (progressed) {
+            spins = 0;
+            deadline = 0;   /* COHORT_TIMEOUT bounds a stall, not the whole collective */
+            continue;
+        }
+        cohort_status_t st = progress_all(comm);
+        if (st) return st;
+        if (++spins < SPINS_BEFORE_SLEEP) continue;
+        uint64_t now = cohort_now_ns();
+        if (!deadline) deadline = now + (uint64_t)(comm->timeout_s * 1e9);
+        else if (now > deadline) return timeout_error(comm, reqs, n);
+        idle_wait(comm);
+    }
+}
+
+cohort_status_t cohort_p2p_waitall(cohort_comm_t *comm, cohort_preq_t *reqs, int n)
+{
+    return wait_some(comm, reqs, n, 0, NULL);
+}
+
+cohort_status_t cohort_p2p_waitany(cohort_comm_t *comm, cohort_preq_t *reqs, int n, int *index)
+{
+    return wait_some(comm, reqs, n, 1, index);
+}
+
+cohort_status_t cohort_p2p_sendrecv(cohort_comm_t *comm, int dst, const void *sbuf, size_t slen,
+                                    int src, void *rbuf, size_t rlen)
+{
+    cohort_preq_t r[2];
+    cohort_status_t st = cohort_p2p_irecv(comm, src, rbuf, rlen, &r[0]);
+    if (!st) st = cohort_p2p_isend(comm, dst, sbuf, slen, &r[1]);
+    else return st;
+    if (st) {
+        /* the receive stays posted on the connection; the communicator is unusable now */
+        return st;
+    }
+    return cohort_p2p_waitall(comm, r, 2);
+}

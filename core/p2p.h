@@ -1,0 +1,41 @@
+/* Point-to-point layer the collective algorithms run on.
+ *
+ * Messages between two ranks of a communicator are matched in order (the n-th send from a to b
+ * matches the n-th receive of b from a). Every message carries the tag of the collective in
+ * progress (sequence number + a signature of coll/count/dtype/op/root), set by the API layer, so
+ * ranks that disagree get COHORT_ERR_MISMATCH instead of corrupted memory.
+ * Waits honour COHORT_TIMEOUT and abort; on timeout the error names the peers still pending.
+ */
+#ifndef COHORT_CORE_P2P_H
+#define COHORT_CORE_P2P_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "cohort/cohort.h"
+
+typedef struct cohort_preq {
+    void *tp;        /* transport request (NULL when done) */
+    int peer;
+    int is_send;
+    size_t len;      /* bytes posted */
+    size_t got;      /* bytes received (receives, once done) */
+    int done;
+} cohort_preq_t;
+
+/* len may be 0. peer == own rank is an error (algorithms copy locally instead). */
+cohort_status_t cohort_p2p_isend(cohort_comm_t *comm, int peer, const void *buf, size_t len,
+                                 cohort_preq_t *req);
+cohort_status_t cohort_p2p_irecv(cohort_comm_t *comm, int peer, void *buf, size_t len,
+                                 cohort_preq_t *req);
+/* Non-blocking check of one request: sets req->done. */
+cohort_status_t cohort_p2p_test(cohort_comm_t *comm, cohort_preq_t *req);
+/* Waits until all n requests are done (done ones are skipped). A receive that got fewer bytes
+ * than posted is COHORT_ERR_MISMATCH. */
+cohort_status_t cohort_p2p_waitall(cohort_comm_t *comm, cohort_preq_t *reqs, int n);
+/* Waits until at least one of the n requests is done; *index receives it. */
+cohort_status_t cohort_p2p_waitany(cohort_comm_t *comm, cohort_preq_t *reqs, int n, int *index);
+/* Send to one peer and receive from another (or the same), both posted before waiting. */
+cohort_status_t cohort_p2p_sendrecv(cohort_comm_t *comm, int dst, const void *sbuf, size_t slen,
+                                    int src, void *rbuf, size_t rlen);
+
+#endif

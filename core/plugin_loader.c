@@ -1,0 +1,445 @@
+/* Transport plugin discovery, validation and loading. */
+#include "core/plugin_loader.h"
+#include "core/config.h"
+#include "core/hmac.h"
+#include "core/log.h"
+#include "core/netif.h"
+#include "core/parse.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef COHORT_PLUGIN_DIR
+#define COHORT_PLUGIN_DIR "/usr/local/lib/cohort"
+#endif
+#ifndef COHORT_BUILD_DIR
+#define COHORT_BUILD_DIR ""
+#endif
+
+#define SUBSYS "plugin"
+#define MAX_CANDIDATES 64
+
+/* ---- host table ------------------------------------------------------------------------- */
+
+static unsigned char job_secret[64];
+static size_t job_secret_len;
+
+void cohort_plugin_set_secret(const void *secret, size_t len)
+{
+    if (len > sizeof job_secret) len = sizeof job_secret;
+    memcpy(job_secret, secret, len);
+    job_secret_len = len;
+}
+
+static void host_log(int level, const char *subsys, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cohort_vlog(level, subsys, fmt, ap);
+    va_end(ap);
+}
+
+static cohort_status_t host_error(cohort_status_t status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cohort_verror(status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+static cohort_status_t host_setting_long(const char *name, long *value)
+{
+    return cohort_config_long(name, LONG_MIN, LONG_MAX, value);
+}
+
+static void host_auth(const void *data, size_t len, unsigned char out[32])
+{
+    cohort_hmac_sha256(job_secret, job_secret_len, data, len, out);
+}
+
+static const cohort_host_v1_t host_table = {
+    .size = sizeof(cohort_host_v1_t),
+    .abi_version = COHORT_PLUGIN_ABI_VERSION,
+    .log = host_log,
+    .error = host_error,
+    .setting = cohort_config_get,
+    .setting_long = host_setting_long,
+    .netifs = cohort_netifs,
+    .auth = host_auth,
+};
+
+const cohort_host_v1_t *cohort_plugin_host(void) { return &host_table; }
+
+/* ---- one plugin ------------------------------------------------------------------------- */
+
+/* "libcohort-tcp.so" -> "tcp"; 0 if the file name is not a plugin's. */
+static int plugin_name_of(const char *file, char *name, size_t len)
+{
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    size_t bl = strlen(base);
+    if (strncmp(base, "libcohort-", 10) || bl <= 13 || strcmp(base + bl - 3, ".so")) return 0;
+    size_t nl = bl - 13;
+    if (nl >= len) return 0;
+    memcpy(name, base + 10, nl);
+    name[nl] = '\0';
+    return 1;
+}
+
+#define REQUIRED(f) { #f, offsetof(cohort_transport_v1_t, f) }
+static const struct { const char *name; size_t off; } required_fns[] = {
+    REQUIRED(init), REQUIRED(finalize), REQUIRED(get_attr), REQUIRED(ep_open),
+    REQUIRED(ep_close), REQUIRED(can_reach), REQUIRED(connect), REQUIRED(accept),
+    REQUIRED(conn_test), REQUIRED(conn_close), REQUIRED(isend), REQUIRED(irecv),
+    REQUIRED(test), REQUIRED(progress),
+};
+
+static cohort_status_t validate(const char *path, const char *fname,
+                                const cohort_transport_v1_t *t)
+{
+    if (t->size < COHORT_TRANSPORT_V1_MIN_SIZE)
+        return cohort_error(COHORT_ERR_PLUGIN, "plugin %s refused: its %s struct is %zu bytes, "
+                            "smaller than ABI 1.0's %zu (corrupt or built against a broken "
+                            "header)", path, COHORT_PLUGIN_SYMBOL, t->size,
+                            (size_t)COHORT_TRANSPORT_V1_MIN_SIZE);
+    unsigned major = t->abi_version >> 16, minor = t->abi_version & 0xffff;
+    if (major != COHORT_PLUGIN_ABI_MAJOR)
+        return cohort_error(COHORT_ERR_PLUGIN, "plugin %s refused: plugin ABI %u.%u, this "
+                            "cohort supports ABI %d.x (%d.0 to %d.%d and newer minors); rebuild "
+                            "the plugin against this cohort's <cohort/plugin.h>", path, major,
+                            minor, COHORT_PLUGIN_ABI_MAJOR, COHORT_PLUGIN_ABI_MAJOR,
+                            COHORT_PLUGIN_ABI_MAJOR, COHORT_PLUGIN_ABI_MINOR);
+    if (!t->name || strcmp(t->name, fname))
+        return cohort_error(COHORT_ERR_PLUGIN, "plugin %s refused: it calls itself '%s' but its "
+                            "file name says '%s'; rename the file libcohort-<name>.so", path,
+                            t->name ? t->name : "(null)", fname);
+    for (size_t i = 0; i < sizeof required_fns / sizeof required_fns[0]; i++) {
+        void *fn;
+        memcpy(&fn, (const char *)t + required_fns[i].off, sizeof fn);
+        if (!fn)
+            return cohort_error(COHORT_ERR_PLUGIN, "plugin %s refused: mandatory function %s "
+                                "is NULL", path, required_fns[i].name);
+    }
+    if (!t->mem_reg != !t->mem_dereg)
+        return cohort_error(COHORT_ERR_PLUGIN, "plugin %s refused: mem_reg and mem_dereg must "
+                            "both be set or both be NULL", path);
+    return COHORT_SUCCESS;
+}
+
+cohort_status_t cohort_plugin_open(const char *path, cohort_plugin_t **out)
+{
+    *out = NULL;
+    char fname[32];
+    if (!plugin_name_of(path, fname, sizeof fname))
+        return cohort_error(COHORT_ERR_PLUGIN, "plugin %s refused: a plugin file must be named "
+                            "libcohort-<name>.so", path);
+    dlerror();
+    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!dl)
+        return cohort_error(COHORT_ERR_PLUGIN, "plugin %s refused: dlopen failed: %s", path,
+                            dlerror());
+    const cohort_transport_v1_t *t = dlsym(dl, COHORT_PLUGIN_SYMBOL);
+    if (!t) {
+        dlclose(dl);
+        return cohort_error(COHORT_ERR_PLUGIN, "plugin %s refused: missing symbol %s (not a "
+                            "cohort transport plugin, or built for another plugin ABI)", path,
+                            COHORT_PLUGIN_SYMBOL);
+    }
+    cohort_status_t st = validate(path, fname, t);
+    if (st) {
+        dlclose(dl);
+        return st;
+    }
+    cohort_plugin_t *p = calloc(1, sizeof *p);
+    if (!p) {
+        dlclose(dl);
+        return cohort_error(COHORT_ERR_NO_MEMORY, "no memory to load plugin %s", path);
+    }
+    snprintf(p->name, sizeof p->name, "%s", fname);
+    snprintf(p->path, sizeof p->path, "%s", path);
+    p->dl = dl;
+    p->ops = t;
+    cohort_error_clear();
+    st = t->init(&host_table, &p->ctx);
+    if (st != COHORT_SUCCESS) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", cohort_last_error()[0] ? cohort_last_error()
+                 : "init gave no reason");
+        dlclose(dl);
+        free(p);
+        if (st == COHORT_ERR_UNSUPPORTED)
+            return cohort_error(st, "plugin %s unavailable: %s", path, why);
+        return cohort_error(COHORT_ERR_PLUGIN, "plugin %s refused: init failed (%s): %s", path,
+                            cohort_strerror(st), why);
+    }
+    p->attr.size = sizeof p->attr;
+    st = t->get_attr(p->ctx, &p->attr);
+    if (st != COHORT_SUCCESS) {
+        t->finalize(p->ctx);
+        dlclose(dl);
+        free(p);
+        return cohort_error(COHORT_ERR_PLUGIN, "plugin %s refused: get_attr failed (%s)", path,
+                            cohort_strerror(st));
+    }
+    *out = p;
+    return COHORT_SUCCESS;
+}
+
+void cohort_plugin_close(cohort_plugin_t *p)
+{
+    if (!p) return;
+    p->ops->finalize(p->ctx);
+    /* Under sanitizers keep the code mapped so leak reports can still symbolise it. */
+#if !defined(__SANITIZE_ADDRESS__)
+    dlclose(p->dl);
+#endif
+    free(p);
+}
+
+/* ---- the process-wide set --------------------------------------------------------------- */
+
+static pthread_mutex_t set_lock = PTHREAD_MUTEX_INITIALIZER;
+static cohort_plugin_t *loaded[MAX_CANDIDATES];
+static int nloaded;
+static int refs;
+static cohort_plugin_report_t reports[MAX_CANDIDATES];
+static int nreports;
+
+static int running_from_build_tree(void)
+{
+    Dl_info info;
+    if (!COHORT_BUILD_DIR[0] || !dladdr((void *)&cohort_plugin_open, &info) || !info.dli_fname)
+        return 0;
+    size_t bl = strlen(COHORT_BUILD_DIR);
+    return !strncmp(info.dli_fname, COHORT_BUILD_DIR, bl) && info.dli_fname[bl] == '/';
+}
+
+void cohort_plugins_search_path(char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    const char *pp = cohort_config_get("COHORT_PLUGIN_PATH");
+    if (pp && *pp) used += (size_t)snprintf(buf, len, "%s:", pp);
+    if (used < len && running_from_build_tree())
+        used += (size_t)snprintf(buf + used, len - used, "%s/transports/*/.libs:",
+                                 COHORT_BUILD_DIR);
+    if (used < len) snprintf(buf + used, len - used, "%s", COHORT_PLUGIN_DIR);
+}
+
+typedef struct candidate {
+    char name[32];
+    char path[4096];
+} candidate_t;
+
+static int find_candidate(candidate_t *c, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(c[i].name, name)) return i;
+    return -1;
+}
+
+static void scan_dir(const char *dir, candidate_t *c, int *n)
+{
+    /* "<dir>/transports/<star>/.libs": one level of wildcard for the build tree. */
+    const char *star = strstr(dir, "/*/");
+    if (star) {
+        char parent[4096];
+        snprintf(parent, sizeof parent, "%.*s", (int)(star - dir), dir);
+        DIR *d = opendir(parent);
+        if (!d) return;
+        struct dirent *e;
+        char names[32][256];
+        int k = 0;
+        while ((e = readdir(d)) && k < 32)
+            if (e->d_name[0] != '.') snprintf(names[k++], sizeof names[0], "%s", e->d_name);
+        closedir(d);
+        for (int i = 0; i < k; i++) {
+            char sub[4096];
+            snprintf(sub, sizeof sub, "%.3000s/%.255s%.200s", parent, names[i], star + 2);
+            scan_dir(sub, c, n);
+        }
+        return;
+    }
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) && *n < MAX_CANDIDATES) {
+        char name[32];
+        if (!plugin_name_of(e->d_name, name, sizeof name)) continue;
+        if (find_candidate(c, *n, name) >= 0) {
+            cohort_log(COHORT_LOG_TRACE, SUBSYS, "plugin %s/%s shadowed by %s", dir,
+                       e->d_name, c[find_candidate(c, *n, name)].path);
+            continue;
+        }
+        snprintf(c[*n].name, sizeof c[*n].name, "%s", name);
+        snprintf(c[*n].path, sizeof c[*n].path, "%s/%s", dir, e->d_name);
+        (*n)++;
+    }
+    closedir(d);
+}
+
+static int scan_all(candidate_t *c)
+{
+    char path[8192];
+    cohort_plugins_search_path(path, sizeof path);
+    int n = 0;
+    for (char *save = NULL, *dir = strtok_r(path, ":", &save); dir;
+         dir = strtok_r(NULL, ":", &save))
+        scan_dir(dir, c, &n);
+    return n;
+}
+
+static void report(const candidate_t *c, int loaded_ok, const char *why)
+{
+    if (nreports >= MAX_CANDIDATES) return;
+    cohort_plugin_report_t *r = &reports[nreports++];
+    snprintf(r->name, sizeof r->name, "%s", c->name);
+    snprintf(r->path, sizeof r->path, "%s", c->path);
+    r->loaded = loaded_ok;
+    snprintf(r->why, sizeof r->why, "%s", why);
+    cohort_log(loaded_ok ? COHORT_LOG_INFO : COHORT_LOG_INFO, SUBSYS, "plugin %s (%s): %s %s",
+               c->name, c->path, loaded_ok ? "loaded:" : "skipped:", why);
+}
+
+/* Better first: node scope before network, then higher bandwidth. */
+static int better(const cohort_plugin_t *a, const cohort_plugin_t *b)
+{
+    if (a->attr.scope != b->attr.scope) return a->attr.scope == COHORT_SCOPE_NODE;
+    return a->attr.bandwidth_gbps > b->attr.bandwidth_gbps;
+}
+
+/* Loads candidates honouring the transport list; fills loaded[] unless keep == 0. */
+static cohort_status_t load_all(int keep)
+{
+    candidate_t cand[MAX_CANDIDATES];
+    int n = scan_all(cand);
+    nreports = 0;
+    cohort_transport_list_t list = { 0 };
+    const char *tl = cohort_config_get("COHORT_TRANSPORTS");
+    if (tl && *tl) {
+        cohort_status_t st = cohort_transport_list_parse("COHORT_TRANSPORTS", tl, &list);
+        if (st) return st;
+    }
+    /* Order: the allow list's order, else discovery order (re-sorted by attributes below). */
+    int order[MAX_CANDIDATES], norder = 0;
+    if (list.count && !list.exclude) {
+        for (int i = 0; i < list.count; i++) {
+            int idx = find_candidate(cand, n, list.names[i]);
+            if (idx < 0) {
+                char found[1024] = "", sp[8192];
+                size_t used = 0;
+                for (int j = 0; j < n; j++)
+                    used += (size_t)snprintf(found + used, sizeof found - used, "%s%s",
+                                             j ? ", " : "", cand[j].name);
+                cohort_plugins_search_path(sp, sizeof sp);
+                return cohort_error(COHORT_ERR_PLUGIN, "COHORT_TRANSPORTS names '%s' but no "
+                                    "libcohort-%s.so was found in %s (found: %s)",
+                                    list.names[i], list.names[i], sp, n ? found : "none");
+            }
+            order[norder++] = idx;
+        }
+        for (int j = 0; j < n; j++) {
+            int listed = 0;
+            for (int i = 0; i < norder; i++) listed |= order[i] == j;
+            if (!listed) report(&cand[j], 0, "not in COHORT_TRANSPORTS");
+        }
+    } else {
+        for (int j = 0; j < n; j++) {
+            int excluded = 0;
+            for (int i = 0; i < list.count; i++) excluded |= !strcmp(list.names[i], cand[j].name);
+            if (excluded) report(&cand[j], 0, "excluded by COHORT_TRANSPORTS");
+            else order[norder++] = j;
+        }
+    }
+    int first_loaded = nloaded;
+    for (int i = 0; i < norder; i++) {
+        candidate_t *c = &cand[order[i]];
+        cohort_plugin_t *p;
+        cohort_status_t st = cohort_plugin_open(c->path, &p);
+        if (st) {
+            report(c, 0, cohort_last_error());
+            if (list.count && !list.exclude) {
+                /* The user asked for it by name: do not silently fall back. */
+                for (int j = first_loaded; j < nloaded; j++) cohort_plugin_close(loaded[j]);
+                nloaded = first_loaded;
+                char why[1024];
+                snprintf(why, sizeof why, "%s", cohort_last_error());
+                return cohort_error(st, "COHORT_TRANSPORTS asks for '%s' but it cannot be used: "
+                                    "%s", c->name, why);
+            }
+            continue;
+        }
+        char why[256];
+        snprintf(why, sizeof why, "version %s, ABI %u.%u, scope %s", p->ops->version
+                 ? p->ops->version : "?", p->ops->abi_version >> 16, p->ops->abi_version & 0xffff,
+                 p->attr.scope == COHORT_SCOPE_NODE ? "node" : "network");
+        report(c, 1, why);
+        if (keep) loaded[nloaded++] = p;
+        else cohort_plugin_close(p);
+    }
+    if (keep && !(list.count && !list.exclude)) {
+        /* insertion sort by attributes, stable */
+        for (int i = 1; i < nloaded; i++)
+            for (int j = i; j > 0 && better(loaded[j], loaded[j - 1]); j--) {
+                cohort_plugin_t *t = loaded[j];
+                loaded[j] = loaded[j - 1];
+                loaded[j - 1] = t;
+            }
+    }
+    if (keep && nloaded == 0) {
+        char sp[8192];
+        cohort_plugins_search_path(sp, sizeof sp);
+        return cohort_error(COHORT_ERR_PLUGIN, "no usable transport plugin found (searched %s; "
+                            "%d candidate(s); COHORT_DEBUG=INFO shows why each was skipped). Set "
+                            "COHORT_PLUGIN_PATH to the directory holding libcohort-tcp.so",
+                            sp, n);
+    }
+    return COHORT_SUCCESS;
+}
+
+cohort_status_t cohort_plugins_get(cohort_plugin_t *const **list, int *count)
+{
+    pthread_mutex_lock(&set_lock);
+    cohort_status_t st = COHORT_SUCCESS;
+    if (refs == 0) st = load_all(1);
+    if (st == COHORT_SUCCESS) {
+        refs++;
+        *list = loaded;
+        *count = nloaded;
+    } else {
+        *list = NULL;
+        *count = 0;
+    }
+    pthread_mutex_unlock(&set_lock);
+    return st;
+}
+
+void cohort_plugins_release(void)
+{
+    pthread_mutex_lock(&set_lock);
+    if (refs > 0 && --refs == 0) {
+        for (int i = 0; i < nloaded; i++) cohort_plugin_close(loaded[i]);
+        nloaded = 0;
+    }
+    pthread_mutex_unlock(&set_lock);
+}
+
+cohort_status_t cohort_plugins_scan(void)
+{
+    pthread_mutex_lock(&set_lock);
+    cohort_status_t st = load_all(0);
+    pthread_mutex_unlock(&set_lock);
+    return st;
+}
+
+const cohort_plugin_report_t *cohort_plugins_report(int *count)
+{
+    *count = nreports;
+    return reports;
+}

@@ -1,0 +1,26 @@
+/* Reduction kernels. fp16/bf16 are reduced in float32 and rounded to nearest even. */
+#ifndef COHORT_CORE_REDUCE_H
+#define COHORT_CORE_REDUCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "cohort/cohort.h"
+
+/* inout[i] = inout[i] OP in[i] for i < count. AVG accumulates like SUM (the caller divides once
+ * at the end with cohort_reduce_finish). Buffers may not overlap unless equal. */
+void cohort_reduce_local(void *inout, const void *in, size_t count, cohort_dtype_t dtype,
+                         cohort_op_t op);
+/* out[i] = a[i] OP b[i] (out may equal a or b). */
+void cohort_reduce_local3(void *out, const void *a, const void *b, size_t count,
+                          cohort_dtype_t dtype, cohort_op_t op);
+/* For AVG: buf[i] /= nranks (integers: truncating division); no-op for other ops. */
+void cohort_reduce_finish(void *buf, size_t count, cohort_dtype_t dtype, cohort_op_t op,
+                          int nranks);
+
+/* Half-precision conversions (round to nearest even; NaN stays NaN; overflow -> inf). */
+float cohort_fp16_to_float(uint16_t h);
+uint16_t cohort_float_to_fp16(float f);
+float cohort_bf16_to_float(uint16_t b);
+uint16_t cohort_float_to_bf16(float f);
+
+#endif

@@ -1,0 +1,836 @@
+/* TCP rendezvous server and client: authenticated rounds of allgather (see rendezvous.h). */
+#include "core/rendezvous.h"
+#include "core/hmac.h"
+#include "core/log.h"
+#include "core/timeutil.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define SUBSYS "boot"
+#define RDV_MAGIC 0x56524843u   /* "CHRV" */
+#define RDV_VERSION 1u
+#define RDV_MAX_PAYLOAD (64u << 20)
+#define HELLO_TIMEOUT_NS (10ull * 1000000000ull)
+
+enum { MSG_GATHER = 1, MSG_RESULT = 2, MSG_FAIL = 3, MSG_BYE = 4, MSG_QUERY = 5, MSG_MISSING = 6 };
+
+typedef struct rdv_hello {
+    uint32_t magic, version;
+    char job_id[COHORT_JOBID_MAX];
+    int32_t rank, nranks;
+    unsigned char nonce[16];
+    unsigned char mac[32];
+} rdv_hello_t;
+
+typedef struct rdv_ack {
+    uint32_t magic;
+    int32_t status;      /* 0 ok; else refused */
+    unsigned char mac[32];
+} rdv_ack_t;
+
+typedef struct rdv_hdr {
+    uint32_t type, round;
+    uint64_t nbytes;
+} rdv_hdr_t;
+
+static void hello_mac(const void *secret, size_t slen, const rdv_hello_t *h, unsigned char *out)
+{
+    cohort_hmac_sha256(secret, slen, h, offsetof(rdv_hello_t, mac), out);
+}
+
+static void ack_mac(const void *secret, size_t slen, const rdv_hello_t *h, unsigned char *out)
+{
+    unsigned char buf[3 + sizeof h->nonce + sizeof h->rank];
+    memcpy(buf, "ack", 3);
+    memcpy(buf + 3, h->nonce, sizeof h->nonce);
+    memcpy(buf + 3 + sizeof h->nonce, &h->rank, sizeof h->rank);
+    cohort_hmac_sha256(secret, slen, buf, sizeof buf, out);
+}
+
+static void set_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+static void peer_name(int fd, char *buf, size_t len)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char host[INET6_ADDRSTRLEN] = "?", port[16] = "?";
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
+        getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, port, sizeof port,
+                    NI_NUMERICHOST | NI_NUMERICSERV);
+    snprintf(buf, len, "%s:%s", host, port);
+}
+
+/* ======================================= server ========================================= */
+
+typedef struct rdv_conn {
+    int fd;
+    int rank;                 /* -1 until the hello is accepted */
+    int bye;
+    uint64_t deadline_ns;     /* for the hello */
+    unsigned char *in;        /* bytes received, not yet consumed */
+    size_t in_len, in_cap;
+    unsigned char *out;       /* bytes queued to send */
+    size_t out_len, out_off;
+    char addr[64];
+} rdv_conn_t;
+
+struct cohort_rdv_server {
+    int lfd, port, nranks;
+    char job_id[COHORT_JOBID_MAX];
+    unsigned char secret[COHORT_SECRET_MAX];
+    size_t secretlen;
+    rdv_conn_t *conns;
+    int nconns, capconns;
+    unsigned char *arrived;   /* per rank: ever authenticated */
+    unsigned char *closed;    /* per rank: connection ended */
+    int narrived, nclosed;
+    /* the open round */
+    uint32_t round;
+    uint64_t round_bytes;
+    int round_count;
+    unsigned char *round_have;
+    unsigned char *round_data;
+    char fail[1024];          /* non-empty: the job failed; sent to everyone */
+    pthread_t thread;
+    int has_thread;
+    atomic_int stop;
+};
+
+static void conn_queue(rdv_conn_t *c, uint32_t type, uint32_t round, const void *data,
+                       uint64_t nbytes)
+{
+    rdv_hdr_t h = { type, round, nbytes };
+    size_t need = c->out_len - c->out_off + sizeof h + nbytes;
+    unsigned char *nb = malloc(need);
+    if (!nb) return;    /* the peer then times out; nothing better to do without memory */
+    size_t old = c->out_len - c->out_off;
+    if (old) memcpy(nb, c->out + c->out_off, old);
+    memcpy(nb + old, &h, sizeof h);
+    if (nbytes) memcpy(nb + old + sizeof h, data, nbytes);
+    free(c->out);
+    c->out = nb;
+    c->out_len = need;
+    c->out_off = 0;
+}
+
+static void conn_flush(rdv_conn_t *c)
+{
+    while (c->fd >= 0 && c->out_off < c->out_len) {
+        ssize_t w = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+        if (w > 0) c->out_off += (size_t)w;
+        else if (w < 0 && errno == EINTR) continue;
+        else break;   /* EAGAIN or error: poll tells us later */
+    }
+}
+
+static void conn_drop(cohort_rdv_server_t *s, rdv_conn_t *c)
+{
+    if (c->fd < 0) return;
+    conn_flush(c);
+    close(c->fd);
+    c->fd = -1;
+    if (c->rank >= 0 && !s->closed[c->rank]) {
+        s->closed[c->rank] = 1;
+        s->nclosed++;
+    }
+    free(c->in);
+    free(c->out);
+    c->in = c->out = NULL;
+    c->in_len = c->in_cap = c->out_len = c->out_off = 0;
+}
+
+static void server_fail(cohort_rdv_server_t *s, const char *fmt, ...) COHORT_PRINTF(2, 3);
+static void server_fail(cohort_rdv_server_t *s, const char *fmt, ...)
+{
+    if (s->fail[0]) return;   /* the first failure is the one that matters */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->fail, sizeof s->fail, fmt, ap);
+    va_end(ap);
+    cohort_log(COHORT_LOG_WARN, SUBSYS, "rendezvous: %s", s->fail);
+    for (int i = 0; i < s->nconns; i++)
+        if (s->conns[i].fd >= 0 && s->conns[i].rank >= 0 && !s->conns[i].bye)
+            conn_queue(&s->conns[i], MSG_FAIL, s->round, s->fail, strlen(s->fail) + 1);
+}
+
+cohort_status_t cohort_rdv_server_create(const char *bind_host, int port, int nranks,
+                                         const char *job_id, const void *secret,
+                                         size_t secretlen, cohort_rdv_server_t **out)
+{
+    *out = NULL;
+    if (nranks < 1 || !job_id || strlen(job_id) >= COHORT_JOBID_MAX ||
+        secretlen > COHORT_SECRET_MAX || port < 0 || port > 65535)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "rendezvous server: bad arguments "
+                            "(nranks %d, port %d)", nranks, port);
+    cohort_rdv_server_t *s = calloc(1, sizeof *s);
+    if (!s) return cohort_error(COHORT_ERR_NO_MEMORY, "no memory for the rendezvous server");
+    s->nranks = nranks;
+    s->lfd = -1;
+    snprintf(s->job_id, sizeof s->job_id, "%s", job_id);
+    if (secretlen) memcpy(s->secret, secret, secretlen);
+    s->secretlen = secretlen;
+    s->arrived = calloc((size_t)nranks, 1);
+    s->closed = calloc((size_t)nranks, 1);
+    s->round_have = calloc((size_t)nranks, 1);
+    if (!s->arrived || !s->closed || !s->round_have) {
+        cohort_rdv_server_destroy(s);
+        return cohort_error(COHORT_ERR_NO_MEMORY, "no memory for the rendezvous server");
+    }
+    struct addrinfo hints = { .ai_flags = AI_PASSIVE | AI_NUMERICSERV, .ai_family = AF_UNSPEC,
+                              .ai_socktype = SOCK_STREAM }, *res = NULL;
+    char portstr[16];
+    snprintf(portstr, sizeof portstr, "%d", port);
+    int gai = getaddrinfo(bind_host && *bind_host ? bind_host : NULL, portstr, &hints, &res);
+    if (gai) {
+        cohort_rdv_server_destroy(s);
+        return cohort_error(COHORT_ERR_SYSTEM, "rendezvous server: cannot resolve '%s': %s",
+                            bind_host ? bind_host : "*", gai_strerror(gai));
+    }
+    int err = 0;
+    /* Prefer IPv4 "any" for wildcard binds so IPv4-only peers always reach it. */
+    for (int pass = 0; pass < 2 && s->lfd < 0; pass++)
+        for (struct addrinfo *a = res; a && s->lfd < 0; a = a->ai_next) {
+            if ((pass == 0) != (a->ai_family == AF_INET)) continue;
+            int fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            if (fd < 0) { err = errno; continue; }
+            int one = 1;
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+            if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 1024) == 0) s->lfd = fd;
+            else { err = errno; close(fd); }
+        }
+    freeaddrinfo(res);
+    if (s->lfd < 0) {
+        cohort_rdv_server_destroy(s);
+        return cohort_error(COHORT_ERR_SYSTEM, "rendezvous server: cannot listen on %s:%d: %s%s",
+                            bind_host && *bind_host ? bind_host : "*", port, strerror(err),
+                            err == EADDRINUSE ? " (another job or a torch TCPStore uses this "
+                            "port? pick another with COHORT_RENDEZVOUS=tcp://host:port)" : "");
+    }
+    set_nonblock(s->lfd);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    getsockname(s->lfd, (struct sockaddr *)&ss, &sl);
+    s->port = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+                                            : ((struct sockaddr_in6 *)&ss)->sin6_port);
+    cohort_log(COHORT_LOG_INFO, SUBSYS, "rendezvous server listening on port %d for %d ranks "
+               "(job %s)", s->port, nranks, s->job_id);
+    *out = s;
+    return COHORT_SUCCESS;
+}
+
+int cohort_rdv_server_port(const cohort_rdv_server_t *s) { return s->port; }
+int cohort_rdv_server_arrived(const cohort_rdv_server_t *s) { return s->narrived; }
+int cohort_rdv_server_finished(const cohort_rdv_server_t *s)
+{
+    return s->narrived == s->nranks && s->nclosed == s->nranks;
+}
+
+void cohort_rdv_server_missing(const cohort_rdv_server_t *s, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    int shown = 0;
+    for (int r = 0; r < s->nranks && used + 16 < len; r++)
+        if (!s->arrived[r]) {
+            if (shown == 32) {
+                snprintf(buf + used, len - used, ",...");
+                break;
+            }
+            used += (size_t)snprintf(buf + used, len - used, "%s%d", shown++ ? "," : "", r);
+        }
+}
+
+static void accept_new(cohort_rdv_server_t *s)
+{
+    for (;;) {
+        int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) return;
+        if (s->nconns == s->capconns) {
+            int cap = s->capconns ? s->capconns * 2 : 16;
+            rdv_conn_t *nc = realloc(s->conns, (size_t)cap * sizeof *nc);
+            if (!nc) { close(fd); return; }
+            s->conns = nc;
+            s->capconns = cap;
+        }
+        rdv_conn_t *c = &s->conns[s->nconns++];
+        memset(c, 0, sizeof *c);
+        c->fd = fd;
+        c->rank = -1;
+        c->deadline_ns = cohort_now_ns() + HELLO_TIMEOUT_NS;
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        peer_name(fd, c->addr, sizeof c->addr);
+    }
+}
+
+static void refuse(cohort_rdv_server_t *s, rdv_conn_t *c, const char *why)
+{
+    cohort_log(COHORT_LOG_WARN, SUBSYS, "rendezvous: refused connection from %s: %s", c->addr,
+               why);
+    rdv_ack_t ack = { RDV_MAGIC, -1, { 0 } };
+    ssize_t w = send(c->fd, &ack, sizeof ack, MSG_NOSIGNAL);
+    (void)w;
+    c->rank = -1;
+    conn_drop(s, c);
+}
+
+static void handle_hello(cohort_rdv_server_t *s, rdv_conn_t *c)
+{
+    rdv_hello_t h;
+    memcpy(&h, c->in, sizeof h);
+    memmove(c->in, c->in + sizeof h, c->in_len - sizeof h);
+    c->in_len -= sizeof h;
+    unsigned char mac[32];
+    char why[256];
+    if (h.magic != RDV_MAGIC || h.version != RDV_VERSION) {
+        refuse(s, c, "not a cohort rendezvous hello (wrong magic or version)");
+        return;
+    }
+    h.job_id[COHORT_JOBID_MAX - 1] = '\0';
+    if (strcmp(h.job_id, s->job_id)) {
+        snprintf(why, sizeof why, "job id '%.63s' is not this job's ('%s'); a rank of another "
+                 "job?", h.job_id, s->job_id);
+        refuse(s, c, why);
+        return;
+    }
+    hello_mac(s->secret, s->secretlen, &h, mac);
+    if (!cohort_digest_equal(mac, h.mac, 32)) {
+        refuse(s, c, "bad HMAC (wrong COHORT_SECRET?)");
+        return;
+    }
+    if (h.nranks != s->nranks || h.rank < 0 || h.rank >= s->nranks) {
+        snprintf(why, sizeof why, "rank %d of %d does not fit this job of %d ranks (check "
+                 "COHORT_SIZE / WORLD_SIZE on every rank)", h.rank, h.nranks, s->nranks);
+        refuse(s, c, why);
+        return;
+    }
+    if (s->arrived[h.rank]) {
+        snprintf(why, sizeof why, "rank %d already joined (two processes with the same rank?)",
+                 h.rank);
+        refuse(s, c, why);
+        return;
+    }
+    c->rank = h.rank;
+    s->arrived[h.rank] = 1;
+    s->narrived++;
+    rdv_ack_t ack = { RDV_MAGIC, 0, { 0 } };
+    ack_mac(s->secret, s->secretlen, &h, ack.mac);
+    c->out = malloc(sizeof ack);
+    if (c->out) {
+        memcpy(c->out, &ack, sizeof ack);
+        c->out_len = sizeof ack;
+    }
+    cohort_log(COHORT_LOG_TRACE, SUBSYS, "rendezvous: rank %d joined from %s (%d/%d)", h.rank,
+               c->addr, s->narrived, s->nranks);
+    if (s->fail[0]) conn_queue(c, MSG_FAIL, s->round, s->fail, strlen(s->fail) + 1);
+}
+
+static void complete_round(cohort_rdv_server_t *s)
+{
+    uint64_t total = s->round_bytes * (uint64_t)s->nranks;
+    for (int i = 0; i < s->nconns; i++)
+        if (s->conns[i].fd >= 0 && s->conns[i].rank >= 0)
+            conn_queue(&s->conns[i], MSG_RESULT, s->round, s->round_data, total);
+    free(s->round_data);
+    s->round_data = NULL;
+    memset(s->round_have, 0, (size_t)s->nranks);
+    s->round_count = 0;
+    s->round++;
+}
+
+static void missing_text(cohort_rdv_server_t *s, char *buf, size_t len)
+{
+    size_t used = (size_t)snprintf(buf, len, "ranks not yet in round %u:", s->round);
+    int shown = 0;
+    for (int r = 0; r < s->nranks && used + 48 < len; r++)
+        if (!s->round_have[r] && shown++ < 32)
+            used += (size_t)snprintf(buf + used, len - used, " %d%s", r,
+                                     s->arrived[r] ? "" : " (never connected)");
+}
+
+/* Returns 0 to keep the connection, -1 when it was dropped. */
+static int handle_msg(cohort_rdv_server_t *s, rdv_conn_t *c)
+{
+    while (c->in_len >= sizeof(rdv_hdr_t)) {
+        rdv_hdr_t h;
+        memcpy(&h, c->in, sizeof h);
+        if (h.nbytes > RDV_MAX_PAYLOAD) {
+            server_fail(s, "rank %d sent a malformed rendezvous message (%llu bytes)", c->rank,
+                        (unsigned long long)h.nbytes);
+            conn_drop(s, c);
+            return -1;
+        }
+        if (c->in_len < sizeof h + h.nbytes) return 0;
+        const unsigned char *payload = c->in + sizeof h;
+        switch (h.type) {
+        case MSG_GATHER:
+            if (h.round != s->round || s->round_have[c->rank]) {
+                server_fail(s, "rank %d is out of step in the bootstrap (round %u, expected %u)",
+                            c->rank, h.round, s->round);
+                break;
+            }
+            if (s->round_count == 0) {
+                s->round_bytes = h.nbytes;
+                free(s->round_data);
+                s->round_data = malloc(h.nbytes * (uint64_t)s->nranks + 1);
+                if (!s->round_data) {
+                    server_fail(s, "rendezvous server out of memory in round %u", s->round);
+                    break;
+                }
+            } else if (h.nbytes != s->round_bytes) {
+                server_fail(s, "ranks disagree on the bootstrap exchange size in round %u: rank "
+                            "%d sent %llu bytes, others %llu (different cohort versions?)",
+                            s->round, c->rank, (unsigned long long)h.nbytes,
+                            (unsigned long long)s->round_bytes);
+                break;
+            }
+            if (h.nbytes) memcpy(s->round_data + (size_t)c->rank * h.nbytes, payload, h.nbytes);
+            s->round_have[c->rank] = 1;
+            if (++s->round_count == s->nranks && !s->fail[0]) complete_round(s);
+            break;
+        case MSG_FAIL: {
+            char msg[900];
+            snprintf(msg, sizeof msg, "%.*s", (int)(h.nbytes ? h.nbytes - 1 : 0),
+                     (const char *)payload);
+            server_fail(s, "rank %d failed: %s", c->rank, msg);
+            break;
+        }
+        case MSG_BYE:
+            c->bye = 1;
+            break;
+        case MSG_QUERY: {
+            char text[1024];
+            missing_text(s, text, sizeof text);
+            conn_queue(c, MSG_MISSING, s->round, text, strlen(text) + 1);
+            break;
+        }
+        default:
+            server_fail(s, "rank %d sent an unknown rendezvous message type %u", c->rank, h.type);
+            conn_drop(s, c);
+            return -1;
+        }
+        size_t used = sizeof h + h.nbytes;
+        memmove(c->in, c->in + used, c->in_len - used);
+        c->in_len -= used;
+    }
+    return 0;
+}
+
+static void read_conn(cohort_rdv_server_t *s, rdv_conn_t *c)
+{
+    for (;;) {
+        if (c->in_cap - c->in_len < 65536) {
+            size_t cap = c->in_cap ? c->in_cap * 2 : 131072;
+            unsigned char *n = realloc(c->in, cap);
+            if (!n) break;
+            c->in = n;
+            c->in_cap = cap;
+        }
+        ssize_t r = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+        if (r > 0) {
+            c->in_len += (size_t)r;
+            continue;
+        }
+        if (r < 0 && (errno == EINTR)) continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        /* EOF or error: first act on what arrived before it (a BYE, a FAIL) */
+        if (c->rank >= 0 && handle_msg(s, c) < 0) return;
+        if (c->rank >= 0 && !c->bye && s->narrived > 0)
+            server_fail(s, "rank %d (%s) left the rendezvous before the bootstrap finished "
+                        "(process died?)", c->rank, c->addr);
+        conn_drop(s, c);
+        return;
+    }
+    if (c->rank < 0) {
+        if (c->in_len >= sizeof(rdv_hello_t)) handle_hello(s, c);
+        if (c->fd < 0 || c->rank < 0) return;
+    }
+    handle_msg(s, c);
+}
+
+cohort_status_t cohort_rdv_server_progress(cohort_rdv_server_t *s, int timeout_ms)
+{
+    int n = s->nconns + 1;
+    struct pollfd *pfd = calloc((size_t)n, sizeof *pfd);
+    if (!pfd) return cohort_error(COHORT_ERR_NO_MEMORY, "rendezvous: no memory");
+    pfd[0].fd = s->lfd;
+    pfd[0].events = POLLIN;
+    for (int i = 0; i < s->nconns; i++) {
+        rdv_conn_t *c = &s->conns[i];
+        pfd[i + 1].fd = c->fd;
+        pfd[i + 1].events = (short)(POLLIN | (c->out_off < c->out_len ? POLLOUT : 0));
+    }
+    int r = poll(pfd, (nfds_t)n, timeout_ms);
+    if (r > 0) {
+        int old = s->nconns;
+        for (int i = 0; i < old; i++) {
+            rdv_conn_t *c = &s->conns[i];
+            if (c->fd < 0) continue;
+            if (pfd[i + 1].revents & POLLOUT) conn_flush(c);
+            if (pfd[i + 1].revents & (POLLIN | POLLHUP | POLLERR)) read_conn(s, c);
+        }
+        if (pfd[0].revents & POLLIN) accept_new(s);
+    }
+    free(pfd);
+    uint64_t now = cohort_now_ns();
+    int live = 0;
+    for (int i = 0; i < s->nconns; i++) {
+        rdv_conn_t *c = &s->conns[i];
+        if (c->fd < 0) continue;
+        if (c->rank < 0 && now > c->deadline_ns) {
+            refuse(s, c, "no hello within 10 s (port scan or a stray client?)");
+            continue;
+        }
+        conn_flush(c);
+        if (c->bye && c->out_off == c->out_len) conn_drop(s, c);
+        if (c->fd >= 0) live++;
+    }
+    /* compact dropped connections */
+    if (live < s->nconns / 2) {
+        int k = 0;
+        for (int i = 0; i < s->nconns; i++)
+            if (s->conns[i].fd >= 0) s->conns[k++] = s->conns[i];
+        s->nconns = k;
+    }
+    return COHORT_SUCCESS;
+}
+
+static void *server_thread(void *arg)
+{
+    cohort_rdv_server_t *s = arg;
+    while (!atomic_load(&s->stop) && !cohort_rdv_server_finished(s))
+        cohort_rdv_server_progress(s, 50);
+    return NULL;
+}
+
+cohort_status_t cohort_rdv_server_start_thread(cohort_rdv_server_t *s)
+{
+    int e = pthread_create(&s->thread, NULL, server_thread, s);
+    if (e) return cohort_error(COHORT_ERR_SYSTEM, "cannot start the rendezvous thread: %s",
+                               strerror(e));
+    s->has_thread = 1;
+    return COHORT_SUCCESS;
+}
+
+void cohort_rdv_server_destroy(cohort_rdv_server_t *s)
+{
+    if (!s) return;
+    if (s->has_thread) {
+        atomic_store(&s->stop, 1);
+        pthread_join(s->thread, NULL);
+    }
+    for (int i = 0; i < s->nconns; i++) conn_drop(s, &s->conns[i]);
+    if (s->lfd >= 0) close(s->lfd);
+    free(s->conns);
+    free(s->arrived);
+    free(s->closed);
+    free(s->round_have);
+    free(s->round_data);
+    free(s);
+}
+
+/* ======================================= client ========================================= */
+
+struct cohort_rdv_client {
+    int fd;
+    uint32_t round;
+    int nranks, rank;
+    char url[300];
+};
+
+cohort_status_t cohort_rdv_parse_url(const char *url, char *host, size_t hostlen, int *port)
+{
+    if (!url || strncmp(url, "tcp://", 6))
+        return cohort_error(COHORT_ERR_INVALID_ARG, "rendezvous address '%s' is not "
+                            "tcp://host:port", url ? url : "(null)");
+    const char *h = url + 6, *colon;
+    size_t hl;
+    if (*h == '[') {
+        const char *close_br = strchr(h, ']');
+        if (!close_br || close_br[1] != ':')
+            return cohort_error(COHORT_ERR_INVALID_ARG, "rendezvous address '%s': bad [IPv6] "
+                                "host", url);
+        h++;
+        hl = (size_t)(close_br - h);
+        colon = close_br + 1;
+    } else {
+        colon = strrchr(h, ':');
+        if (!colon)
+            return cohort_error(COHORT_ERR_INVALID_ARG, "rendezvous address '%s' has no :port",
+                                url);
+        hl = (size_t)(colon - h);
+    }
+    if (hl == 0 || hl >= hostlen)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "rendezvous address '%s': bad host", url);
+    char *end;
+    errno = 0;
+    long p = strtol(colon + 1, &end, 10);
+    if (errno || *end || end == colon + 1 || p < 1 || p > 65535)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "rendezvous address '%s': port '%s' is not "
+                            "a number in [1, 65535]", url, colon + 1);
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    *port = (int)p;
+    return COHORT_SUCCESS;
+}
+
+/* Waits for fd to become ready for events, until deadline. 1 ready, 0 timeout. */
+static int wait_fd(int fd, short events, uint64_t deadline)
+{
+    for (;;) {
+        uint64_t now = cohort_now_ns();
+        if (now >= deadline) return 0;
+        uint64_t left_ms = (deadline - now) / 1000000 + 1;
+        struct pollfd p = { fd, events, 0 };
+        int r = poll(&p, 1, left_ms > 1000 ? 1000 : (int)left_ms);
+        if (r > 0) return 1;
+        if (r < 0 && errno != EINTR) return 1;   /* let the I/O call report it */
+    }
+}
+
+static cohort_status_t io_all(int fd, void *buf, size_t len, int writing, uint64_t deadline,
+                              const char *what)
+{
+    unsigned char *p = buf;
+    while (len) {
+        if (!wait_fd(fd, writing ? POLLOUT : POLLIN, deadline))
+            return cohort_error(COHORT_ERR_TIMEOUT, "%s timed out", what);
+        ssize_t r = writing ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
+        if (r > 0) {
+            p += r;
+            len -= (size_t)r;
+        } else if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) {
+            continue;
+        } else {
+            return cohort_error(COHORT_ERR_PEER_LOST, "%s failed: %s", what,
+                                r == 0 ? "the rendezvous server closed the connection (its "
+                                "process ended, or it refused us: see its log)" : strerror(errno));
+        }
+    }
+    return COHORT_SUCCESS;
+}
+
+static int try_connect(const char *host, int port, uint64_t deadline, int *err)
+{
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_NUMERICSERV }, *res = NULL;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int gai = getaddrinfo(host, ps, &hints, &res);
+    if (gai) {
+        *err = -gai;
+        return -1;
+    }
+    int fd = -1;
+    for (struct addrinfo *a = res; a && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) { *err = errno; continue; }
+        if (connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
+            *err = errno;
+            close(fd);
+            fd = -1;
+            continue;
+        }
+        uint64_t cd = cohort_now_ns() + 5000000000ull;
+        if (!wait_fd(fd, POLLOUT, cd < deadline ? cd : deadline)) {
+            *err = ETIMEDOUT;
+            close(fd);
+            fd = -1;
+            continue;
+        }
+        int soerr = 0;
+        socklen_t sl = sizeof soerr;
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+        if (soerr) {
+            *err = soerr;
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    return fd;
+}
+
+cohort_status_t cohort_rdv_connect(const char *url, const char *job_id, const void *secret,
+                                   size_t secretlen, int rank, int nranks, double timeout_s,
+                                   cohort_rdv_client_t **out)
+{
+    *out = NULL;
+    char host[256];
+    int port;
+    cohort_status_t st = cohort_rdv_parse_url(url, host, sizeof host, &port);
+    if (st) return st;
+    if (strlen(job_id) >= COHORT_JOBID_MAX)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "job id '%s' is longer than %d characters",
+                            job_id, COHORT_JOBID_MAX - 1);
+    uint64_t deadline = cohort_now_ns() + (uint64_t)(timeout_s * 1e9);
+    unsigned backoff_ms = 20;
+    int fd = -1, err = 0, tries = 0;
+    for (;;) {
+        tries++;
+        fd = try_connect(host, port, deadline, &err);
+        if (fd >= 0) break;
+        if (cohort_now_ns() + (uint64_t)backoff_ms * 1000000ull >= deadline) {
+            return cohort_error(COHORT_ERR_TIMEOUT, "rank %d could not reach the rendezvous at "
+                                "%s after %d tries in %.0f s (last error: %s). Is rank 0 (or "
+                                "cohortrun) running, and is %s reachable from this host? "
+                                "COHORT_TIMEOUT sets the wait", rank, url, tries, timeout_s,
+                                err < 0 ? gai_strerror(-err) : strerror(err), host);
+        }
+        struct timespec ts = { 0, (long)backoff_ms * 1000000L };
+        nanosleep(&ts, NULL);
+        if (backoff_ms < 1000) backoff_ms *= 2;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    rdv_hello_t h;
+    memset(&h, 0, sizeof h);
+    h.magic = RDV_MAGIC;
+    h.version = RDV_VERSION;
+    snprintf(h.job_id, sizeof h.job_id, "%s", job_id);
+    h.rank = rank;
+    h.nranks = nranks;
+    if (getrandom(h.nonce, sizeof h.nonce, 0) != (ssize_t)sizeof h.nonce) {
+        uint64_t t = cohort_now_ns() ^ (uint64_t)getpid() << 32;
+        memcpy(h.nonce, &t, sizeof t);
+    }
+    hello_mac(secret, secretlen, &h, h.mac);
+    st = io_all(fd, &h, sizeof h, 1, deadline, "sending the rendezvous hello");
+    rdv_ack_t ack;
+    if (!st) st = io_all(fd, &ack, sizeof ack, 0, deadline, "waiting for the rendezvous ack");
+    if (!st) {
+        unsigned char mac[32];
+        ack_mac(secret, secretlen, &h, mac);
+        if (ack.magic != RDV_MAGIC || ack.status != 0)
+            st = cohort_error(COHORT_ERR_MISMATCH, "the rendezvous at %s refused rank %d of %d "
+                              "(job %s): wrong job id, secret or rank; the server's log says "
+                              "which", url, rank, nranks, job_id);
+        else if (!cohort_digest_equal(mac, ack.mac, 32))
+            st = cohort_error(COHORT_ERR_MISMATCH, "the rendezvous at %s did not prove it knows "
+                              "the job secret; refusing it (another job on that port?)", url);
+    }
+    if (st) {
+        close(fd);
+        cohort_error_prefix("rank %d joining the rendezvous at %s", rank, url);
+        return st;
+    }
+    cohort_rdv_client_t *c = calloc(1, sizeof *c);
+    if (!c) {
+        close(fd);
+        return cohort_error(COHORT_ERR_NO_MEMORY, "no memory for the rendezvous client");
+    }
+    c->fd = fd;
+    c->rank = rank;
+    c->nranks = nranks;
+    snprintf(c->url, sizeof c->url, "%s", url);
+    *out = c;
+    return COHORT_SUCCESS;
+}
+
+static cohort_status_t send_msg(cohort_rdv_client_t *c, uint32_t type, const void *data,
+                                uint64_t n, uint64_t deadline)
+{
+    rdv_hdr_t h = { type, c->round, n };
+    cohort_status_t st = io_all(c->fd, &h, sizeof h, 1, deadline, "sending to the rendezvous");
+    if (!st && n) st = io_all(c->fd, (void *)(uintptr_t)data, n, 1, deadline,
+                              "sending to the rendezvous");
+    return st;
+}
+
+/* Reads one message header + text payload of a FAIL/MISSING message into text. */
+static cohort_status_t read_text(cohort_rdv_client_t *c, const rdv_hdr_t *h, char *text,
+                                 size_t len, uint64_t deadline)
+{
+    if (h->nbytes > 65536)
+        return cohort_error(COHORT_ERR_INTERNAL, "malformed message from the rendezvous");
+    char *tmp = malloc(h->nbytes + 1);
+    if (!tmp) return cohort_error(COHORT_ERR_NO_MEMORY, "no memory");
+    cohort_status_t st = io_all(c->fd, tmp, h->nbytes, 0, deadline, "reading the rendezvous");
+    tmp[h->nbytes] = '\0';
+    snprintf(text, len, "%s", tmp);
+    free(tmp);
+    return st;
+}
+
+cohort_status_t cohort_rdv_allgather(cohort_rdv_client_t *c, const void *sendbuf, void *recvbuf,
+                                     size_t nbytes, double timeout_s)
+{
+    uint64_t deadline = cohort_now_ns() + (uint64_t)(timeout_s * 1e9);
+    cohort_status_t st = send_msg(c, MSG_GATHER, sendbuf, nbytes, deadline);
+    int queried = 0;
+    char text[1024];
+    while (!st) {
+        rdv_hdr_t h;
+        st = io_all(c->fd, &h, sizeof h, 0, deadline, "waiting for the other ranks");
+        if (st == COHORT_ERR_TIMEOUT && !queried) {
+            /* Ask the server who is missing, so the message names them. */
+            queried = 1;
+            deadline = cohort_now_ns() + 3000000000ull;
+            st = send_msg(c, MSG_QUERY, NULL, 0, deadline);
+            continue;
+        }
+        if (st) break;
+        if (h.type == MSG_RESULT) {
+            if (h.nbytes != (uint64_t)nbytes * (uint64_t)c->nranks)
+                return cohort_error(COHORT_ERR_MISMATCH, "bootstrap round %u: got %llu bytes, "
+                                    "expected %zu x %d ranks", c->round,
+                                    (unsigned long long)h.nbytes, nbytes, c->nranks);
+            st = io_all(c->fd, recvbuf, h.nbytes, 0, deadline, "receiving the bootstrap data");
+            if (!st) c->round++;
+            return st;
+        }
+        if (h.type == MSG_FAIL || h.type == MSG_MISSING) {
+            st = read_text(c, &h, text, sizeof text, deadline);
+            if (st) break;
+            if (h.type == MSG_FAIL)
+                return cohort_error(COHORT_ERR_PEER_LOST, "bootstrap failed: %s", text);
+            if (!queried) continue;   /* a late answer to an earlier round's query */
+            return cohort_error(COHORT_ERR_TIMEOUT, "rank %d waited %.0f s at the rendezvous "
+                                "%s; %s. Check that those ranks started (launcher logs) and "
+                                "reach this address; COHORT_TIMEOUT sets the wait", c->rank,
+                                timeout_s, c->url, text);
+        }
+        return cohort_error(COHORT_ERR_INTERNAL, "unexpected message type %u from the "
+                            "rendezvous", h.type);
+    }
+    if (queried && st == COHORT_ERR_TIMEOUT)
+        st = cohort_error(COHORT_ERR_TIMEOUT, "rank %d waited %.0f s at the rendezvous %s for "
+                          "the other ranks and the server did not answer; COHORT_TIMEOUT sets "
+                          "the wait", c->rank, timeout_s, c->url);
+    return st;
+}
+
+void cohort_rdv_fail(cohort_rdv_client_t *c, const char *msg)
+{
+    if (!c) return;
+    uint64_t deadline = cohort_now_ns() + 1000000000ull;
+    send_msg(c, MSG_FAIL, msg, strlen(msg) + 1, deadline);
+}
+
+void cohort_rdv_close(cohort_rdv_client_t *c)
+{
+    if (!c) return;
+    uint64_t deadline = cohort_now_ns() + 1000000000ull;
+    send_msg(c, MSG_BYE, NULL, 0, deadline);
+    close(c->fd);
+    free(c);
+}

@@ -1,0 +1,115 @@
+/* cohort: collective communication for distributed training.
+ *
+ * Public C API (C99, stable). Every function that can fail returns a cohort_status_t; on failure
+ * cohort_last_error() holds a human message saying what failed, where, and what to try.
+ */
+#ifndef COHORT_COHORT_H
+#define COHORT_COHORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define COHORT_VERSION_MAJOR 0
+#define COHORT_VERSION_MINOR 1
+#define COHORT_VERSION_PATCH 0
+
+/* Negative values are errors (as in libfabric). */
+typedef enum {
+    COHORT_SUCCESS = 0,
+    COHORT_IN_PROGRESS = 1,
+    COHORT_ERR_INVALID_ARG = -1,
+    COHORT_ERR_NO_MEMORY = -2,
+    COHORT_ERR_SYSTEM = -3,
+    COHORT_ERR_TRANSPORT = -4,
+    COHORT_ERR_PEER_LOST = -5,
+    COHORT_ERR_TIMEOUT = -6,
+    COHORT_ERR_ABORTED = -7,
+    COHORT_ERR_UNSUPPORTED = -8,
+    COHORT_ERR_MISMATCH = -9,
+    COHORT_ERR_PLUGIN = -10,
+    COHORT_ERR_INTERNAL = -11
+} cohort_status_t;
+
+typedef enum {
+    COHORT_INT8, COHORT_UINT8, COHORT_INT32, COHORT_UINT32, COHORT_INT64,
+    COHORT_UINT64, COHORT_FLOAT16, COHORT_BFLOAT16, COHORT_FLOAT32,
+    COHORT_FLOAT64
+} cohort_dtype_t;
+#define COHORT_DTYPE_COUNT 10
+
+typedef enum { COHORT_SUM, COHORT_PROD, COHORT_MIN, COHORT_MAX, COHORT_AVG } cohort_op_t;
+#define COHORT_OP_COUNT 5
+
+typedef struct cohort_comm cohort_comm_t;        /* opaque */
+typedef struct cohort_request cohort_request_t;  /* opaque */
+
+const char *cohort_strerror(cohort_status_t status);
+/* Thread-local: what failed, where, and what to do. Never NULL (empty string if nothing failed). */
+const char *cohort_last_error(void);
+const char *cohort_version(void);
+
+/* Size in bytes of one element of dtype, 0 for an unknown dtype. */
+size_t cohort_dtype_size(cohort_dtype_t dtype);
+/* "float32", "sum", ... ; "?" for unknown values. */
+const char *cohort_dtype_name(cohort_dtype_t dtype);
+const char *cohort_op_name(cohort_op_t op);
+
+/* Rank, size and rendezvous from the environment: cohortrun (COHORT_*), mpirun
+ * (OMPI_COMM_WORLD_*), MPICH/hydra (PMI_*), Slurm (SLURM_*), torchrun (RANK, WORLD_SIZE,
+ * MASTER_ADDR, ...). */
+cohort_status_t cohort_comm_init(cohort_comm_t **comm);
+
+/* The caller brings its own out-of-band allgather (an MPI communicator, a framework's store).
+ * allgather must gather nbytes from every rank into recvbuf (rank r's bytes at r * nbytes) and
+ * return 0 on success, non-zero on failure. */
+typedef int (*cohort_oob_allgather_fn)(const void *sendbuf, void *recvbuf, size_t nbytes,
+                                       void *ctx);
+cohort_status_t cohort_comm_init_oob(int rank, int nranks, cohort_oob_allgather_fn allgather,
+                                     void *ctx, cohort_comm_t **comm);
+
+/* Collective over comm. Ranks with the same color form a new communicator, ordered by key (ties
+ * by old rank). A negative color yields *out == NULL. */
+cohort_status_t cohort_comm_split(cohort_comm_t *comm, int color, int key, cohort_comm_t **out);
+/* Returns in bounded time, always; blocked calls on comm return COHORT_ERR_ABORTED. */
+cohort_status_t cohort_comm_abort(cohort_comm_t *comm);
+cohort_status_t cohort_comm_destroy(cohort_comm_t *comm);
+int cohort_comm_rank(const cohort_comm_t *comm);
+int cohort_comm_size(const cohort_comm_t *comm);
+int cohort_comm_local_rank(const cohort_comm_t *comm);    /* rank among this node's ranks */
+int cohort_comm_local_size(const cohort_comm_t *comm);
+int cohort_comm_node_count(const cohort_comm_t *comm);
+
+/* Blocking collectives. sendbuf == recvbuf means in place. Counts are elements, not bytes. */
+cohort_status_t cohort_allreduce(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                 size_t count, cohort_dtype_t dtype, cohort_op_t op);
+cohort_status_t cohort_broadcast(cohort_comm_t *comm, void *buf, size_t count,
+                                 cohort_dtype_t dtype, int root);
+/* recvbuf is only used at root (may be NULL elsewhere). */
+cohort_status_t cohort_reduce(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                              size_t count, cohort_dtype_t dtype, cohort_op_t op, int root);
+/* recvbuf holds nranks * sendcount elements, rank r's block at r * sendcount.
+ * In place: sendbuf == recvbuf + rank * sendcount elements. */
+cohort_status_t cohort_allgather(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                 size_t sendcount, cohort_dtype_t dtype);
+/* sendbuf holds nranks * recvcount elements; rank r receives the reduced block r.
+ * In place: recvbuf == sendbuf + rank * recvcount elements. */
+cohort_status_t cohort_reduce_scatter(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                      size_t recvcount, cohort_dtype_t dtype, cohort_op_t op);
+/* count elements go to each rank; block r of sendbuf goes to rank r. */
+cohort_status_t cohort_alltoall(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                size_t count, cohort_dtype_t dtype);
+cohort_status_t cohort_barrier(cohort_comm_t *comm);
+
+/* Name of the algorithm the last collective on comm used (for benchmarks and logs). */
+const char *cohort_comm_last_algo(const cohort_comm_t *comm);
+/* Name of the transport comm uses to reach peer, NULL for itself or a bad rank. */
+const char *cohort_comm_peer_transport(const cohort_comm_t *comm, int peer);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* COHORT_COHORT_H */

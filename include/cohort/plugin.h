@@ -1,0 +1,182 @@
+/* cohort transport plugin ABI (C99, versioned, size-prefixed).
+ *
+ * A transport plugin is a shared object libcohort-<name>.so exporting one const struct
+ *
+ *     const cohort_transport_v1_t cohort_transport_v1 = { sizeof(cohort_transport_v1_t),
+ *                                                         COHORT_PLUGIN_ABI_VERSION, ... };
+ *
+ * Rules (see docs/plugins.md):
+ *  - Structs here grow only by appending fields. Each starts with `size_t size`, the sizeof the
+ *    struct as the writer was built; a reader uses only fields that lie inside `size`.
+ *  - abi_version is (major << 16) | minor. The core refuses a plugin whose major differs from
+ *    COHORT_PLUGIN_ABI_MAJOR; any minor is accepted.
+ *  - No function may block: long operations return COHORT_IN_PROGRESS and are finished by
+ *    calling test/progress. The core owns every timeout.
+ *  - On failure a function returns a negative cohort_status_t after calling host->error() with a
+ *    message naming what failed (peer rank, interface, errno text) and what to try.
+ *  - A plugin includes only this header; everything it needs from the core is in the host table.
+ */
+#ifndef COHORT_PLUGIN_H
+#define COHORT_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "cohort.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define COHORT_PLUGIN_ABI_MAJOR 1
+#define COHORT_PLUGIN_ABI_MINOR 0
+#define COHORT_PLUGIN_ABI_VERSION ((uint32_t)((COHORT_PLUGIN_ABI_MAJOR << 16) | COHORT_PLUGIN_ABI_MINOR))
+#define COHORT_PLUGIN_SYMBOL "cohort_transport_v1"
+#define COHORT_ADDR_MAX 512   /* largest endpoint address blob a plugin may publish */
+
+/* Log levels for host->log. */
+enum { COHORT_LOG_NONE = 0, COHORT_LOG_WARN = 1, COHORT_LOG_INFO = 2, COHORT_LOG_TRACE = 3 };
+
+/* One network interface the core allows a network transport to use (COHORT_SOCKET_IFNAME
+ * applied, loopback/docker/virbr ordered last when no setting is given). */
+typedef struct cohort_netif {
+    char name[32];
+    int family;                  /* AF_INET or AF_INET6 */
+    unsigned char addr[16];      /* network byte order: 4 bytes for AF_INET, 16 for AF_INET6 */
+    unsigned int prefix_len;
+    int is_loopback;
+} cohort_netif_t;
+
+/* What the core offers a plugin. Valid from init until finalize returns. */
+typedef struct cohort_host_v1 {
+    size_t size;
+    uint32_t abi_version;
+    /* Logging: one line, printf-style; the core adds host:pid rank and the subsystem. */
+    void (*log)(int level, const char *subsys, const char *fmt, ...)
+#if defined(__GNUC__)
+        __attribute__((format(printf, 3, 4)))
+#endif
+        ;
+    /* Records the human message for cohort_last_error() (and logs it); returns status. */
+    cohort_status_t (*error)(cohort_status_t status, const char *fmt, ...)
+#if defined(__GNUC__)
+        __attribute__((format(printf, 2, 3)))
+#endif
+        ;
+    /* Value of a setting (environment, then cohort.conf, then the default); NULL if unset. */
+    const char *(*setting)(const char *name);
+    /* Parsed integer setting: COHORT_SUCCESS, or COHORT_ERR_INVALID_ARG with a message naming
+     * the variable and the bad text. */
+    cohort_status_t (*setting_long)(const char *name, long *value);
+    /* The interfaces a network transport may use, best first. *count may be 0. On a
+     * COHORT_SOCKET_IFNAME that matches nothing: COHORT_ERR_INVALID_ARG, message lists what exists. */
+    cohort_status_t (*netifs)(const cohort_netif_t **list, int *count);
+    /* HMAC-SHA256 keyed with the job secret over data; out receives 32 bytes. */
+    void (*auth)(const void *data, size_t len, unsigned char out[32]);
+} cohort_host_v1_t;
+
+/* Transport scope. */
+enum { COHORT_SCOPE_NODE = 1, COHORT_SCOPE_NETWORK = 2 };
+
+typedef struct cohort_transport_attr {
+    size_t size;
+    int scope;                   /* COHORT_SCOPE_* */
+    double bandwidth_gbps;       /* estimate, GB/s per peer */
+    double latency_us;           /* estimate */
+    int gpu_memory;              /* 1 if buffers may live in GPU memory */
+    size_t max_inflight;         /* 0: unlimited */
+} cohort_transport_attr_t;
+
+/* Per-communicator description handed to ep_open. */
+typedef struct cohort_ep_info {
+    size_t size;
+    int rank;
+    int nranks;
+    uint64_t comm_id;            /* distinguishes communicators of one job */
+    const char *job_id;          /* NUL-terminated, at most 63 characters */
+} cohort_ep_info_t;
+
+typedef void *cohort_tp_ctx_t;   /* process-wide plugin state */
+typedef void *cohort_tp_ep_t;    /* one endpoint per communicator */
+typedef void *cohort_tp_conn_t;  /* one connection per peer */
+typedef void *cohort_tp_req_t;   /* one outstanding send or receive */
+typedef void *cohort_tp_mr_t;    /* a memory registration */
+
+/* Optional collectives a plugin may run itself (shm: node-level; nccl: whole collectives).
+ * Not used by the core in ABI 1.0 beyond discovery; reserved so plugins can fill it. */
+typedef struct cohort_transport_coll_v1 {
+    size_t size;
+    cohort_status_t (*allreduce)(cohort_tp_ep_t ep, const void *sendbuf, void *recvbuf,
+                                 size_t count, cohort_dtype_t dtype, cohort_op_t op);
+    cohort_status_t (*broadcast)(cohort_tp_ep_t ep, void *buf, size_t bytes, int root);
+    cohort_status_t (*allgather)(cohort_tp_ep_t ep, const void *sendbuf, void *recvbuf,
+                                 size_t bytes);
+    cohort_status_t (*reduce_scatter)(cohort_tp_ep_t ep, const void *sendbuf, void *recvbuf,
+                                      size_t recvcount, cohort_dtype_t dtype, cohort_op_t op);
+} cohort_transport_coll_v1_t;
+
+typedef struct cohort_transport_v1 {
+    size_t size;                 /* sizeof(cohort_transport_v1_t) as the plugin was built */
+    uint32_t abi_version;        /* COHORT_PLUGIN_ABI_VERSION */
+    const char *name;            /* "tcp": must match libcohort-<name>.so */
+    const char *version;         /* the plugin's own version string */
+
+    /* Process-wide. init may return COHORT_ERR_UNSUPPORTED (after host->error() saying why, e.g.
+     * "no RDMA device") to mark the plugin unavailable on this machine. */
+    cohort_status_t (*init)(const cohort_host_v1_t *host, cohort_tp_ctx_t *ctx);
+    cohort_status_t (*finalize)(cohort_tp_ctx_t ctx);
+    cohort_status_t (*get_attr)(cohort_tp_ctx_t ctx, cohort_transport_attr_t *attr);
+
+    /* Endpoint: one per communicator. addr receives an opaque blob (at most *addrlen bytes,
+     * COHORT_ADDR_MAX is always enough) that the core hands to every other rank. */
+    cohort_status_t (*ep_open)(cohort_tp_ctx_t ctx, const cohort_ep_info_t *info,
+                               cohort_tp_ep_t *ep, void *addr, size_t *addrlen);
+    /* Closes every connection of the endpoint, even with operations in flight (they are
+     * cancelled). Never blocks. */
+    cohort_status_t (*ep_close)(cohort_tp_ep_t ep);
+    /* 1 if this endpoint can reach the peer whose address blob is given, else 0. */
+    int (*can_reach)(cohort_tp_ep_t ep, int peer, const void *peer_addr, size_t addrlen);
+
+    /* Connection setup, never blocking. For each pair exactly one side calls connect and the
+     * other accept (the core uses: higher rank connects to lower). Either may be called first.
+     * Both return a conn at once; conn_test returns COHORT_IN_PROGRESS until it is usable,
+     * then COHORT_SUCCESS, or an error. */
+    cohort_status_t (*connect)(cohort_tp_ep_t ep, int peer, const void *peer_addr,
+                               size_t addrlen, cohort_tp_conn_t *conn);
+    cohort_status_t (*accept)(cohort_tp_ep_t ep, int peer, cohort_tp_conn_t *conn);
+    cohort_status_t (*conn_test)(cohort_tp_conn_t conn);
+    cohort_status_t (*conn_close)(cohort_tp_conn_t conn);
+
+    /* Memory registration (optional: NULL when not needed). mr may be passed to isend/irecv. */
+    cohort_status_t (*mem_reg)(cohort_tp_ep_t ep, void *buf, size_t len, cohort_tp_mr_t *mr);
+    cohort_status_t (*mem_dereg)(cohort_tp_ep_t ep, cohort_tp_mr_t mr);
+
+    /* Messages on a connection are matched in order: the n-th isend on one side matches the
+     * n-th irecv on the other, in each direction independently. A receive whose incoming
+     * message carries a different tag, or more bytes than len, completes with
+     * COHORT_ERR_MISMATCH (message names both tags/sizes). Fewer bytes than len is allowed;
+     * test reports the size. Buffers must stay valid until the request completes. */
+    cohort_status_t (*isend)(cohort_tp_conn_t conn, const void *buf, size_t len, uint64_t tag,
+                             cohort_tp_mr_t mr, cohort_tp_req_t *req);
+    cohort_status_t (*irecv)(cohort_tp_conn_t conn, void *buf, size_t len, uint64_t tag,
+                             cohort_tp_mr_t mr, cohort_tp_req_t *req);
+    /* COHORT_SUCCESS (req freed, *nbytes set if nbytes != NULL), COHORT_IN_PROGRESS, or an error
+     * (req freed). Makes progress on the request's connection. */
+    cohort_status_t (*test)(cohort_tp_req_t req, size_t *nbytes);
+    /* Advances every connection of the endpoint; returns an error only for endpoint-wide
+     * failures. Never blocks. */
+    cohort_status_t (*progress)(cohort_tp_ep_t ep);
+    /* Optional: a file descriptor the core may poll() for readability before calling progress
+     * (lets waiting ranks sleep instead of spinning). -1 when none. */
+    int (*ep_fd)(cohort_tp_ep_t ep);
+
+    /* Optional collective table (NULL when the plugin offers none). */
+    const cohort_transport_coll_v1_t *coll;
+} cohort_transport_v1_t;
+
+/* Smallest size the core accepts for each struct (the 1.0 layout). */
+#define COHORT_TRANSPORT_V1_MIN_SIZE (offsetof(cohort_transport_v1_t, coll) + sizeof(void *))
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* COHORT_PLUGIN_H */

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# README command 1: installs the dependencies, builds cohort, and runs a 4-rank allreduce sweep
+# with cohortrun and cohort-bench on this machine (ranks talk over loopback TCP).
+set -euo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+bash "$src/scripts/deps.sh"
+bash "$src/scripts/build.sh" "$src/_build"
+cd "$src/_build"
+echo "== cohort-info --plugins"
+./tools/cohort-info --plugins
+echo "== cohortrun -np 4 cohort-bench -c allreduce -b 8 -e 64M -f 2"
+./tools/cohortrun -np 4 ./bench/cohort-bench -c allreduce -b 8 -e 64M -f 2 "$@"

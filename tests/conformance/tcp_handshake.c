@@ -1,0 +1,580 @@
+/* tcp-handshake PLUGIN.so: the TCP transport refuses what it must refuse.
+ *
+ * Stray, malformed, forged and replayed connections to an endpoint are closed without an answer
+ * and logged once at WARN with the remote address and the reason, and the endpoint goes on
+ * accepting; a connector refuses an acceptor that cannot prove the job secret; ranks with
+ * different COHORT_SOCKET_NSOCKS still talk; a lost peer's error names its rank and address;
+ * nothing leaks a descriptor. Knows the TCP wire format (transports/tcp/tcp_wire.h).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+#include "core/plugin_loader.h"
+#include "transports/tcp/tcp_wire.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static const cohort_transport_v1_t *T;
+static cohort_tp_ctx_t CTX;
+static const cohort_host_v1_t *H;
+static int failures;
+static const char *JOB = "tcp-handshake-job";
+
+#define CHECK(cond, ...)                                                                   \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            printf("FAIL  %s:%d: ", __FILE__, __LINE__);                                   \
+            printf(__VA_ARGS__);                                                           \
+            printf("\n");                                                                  \
+            failures++;                                                                    \
+        }                                                                                  \
+    } while (0)
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n - 1;
+}
+
+typedef struct ep {
+    cohort_tp_ep_t ep;
+    unsigned char addr[COHORT_ADDR_MAX];
+    size_t alen;
+    tcp_addr_t a;
+} ep_t;
+
+static void open_ep(ep_t *e, int rank, int nranks, uint64_t comm)
+{
+    cohort_ep_info_t info = { sizeof info, rank, nranks, comm, JOB };
+    e->alen = sizeof e->addr;
+    cohort_status_t st = T->ep_open(CTX, &info, &e->ep, e->addr, &e->alen);
+    if (st != COHORT_SUCCESS) {
+        printf("FAIL  ep_open: %s\n", cohort_last_error());
+        exit(1);
+    }
+    if (tcp_addr_decode(e->addr, e->alen, &e->a) != 0) {
+        printf("FAIL  ep_open produced an address tcp_wire.h cannot decode\n");
+        exit(1);
+    }
+}
+
+/* Drives the endpoints for up to `secs` or until done() says so. */
+static int drive(ep_t **eps, int n, double secs, int (*done)(void *), void *arg)
+{
+    double end = now() + secs;
+    for (;;) {
+        for (int i = 0; i < n; i++) T->progress(eps[i]->ep);
+        if (done && done(arg)) return 1;
+        if (now() > end) return 0;
+        struct pollfd p[8];
+        for (int i = 0; i < n; i++) {
+            p[i].fd = T->ep_fd(eps[i]->ep);
+            p[i].events = POLLIN;
+        }
+        poll(p, (nfds_t)n, 10);
+    }
+}
+
+static int raw_connect(const tcp_addr_t *a, char *me, size_t melen)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    socklen_t sl;
+    if (a->family == AF_INET) {
+        struct sockaddr_in *s = (struct sockaddr_in *)(void *)&ss;
+        s->sin_family = AF_INET;
+        memcpy(&s->sin_addr, a->addr, 4);
+        s->sin_port = htons(a->port);
+        sl = sizeof *s;
+    } else {
+        struct sockaddr_in6 *s = (struct sockaddr_in6 *)(void *)&ss;
+        s->sin6_family = AF_INET6;
+        memcpy(&s->sin6_addr, a->addr, 16);
+        s->sin6_port = htons(a->port);
+        sl = sizeof *s;
+    }
+    int fd = socket(a->family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&ss, sl) != 0) {
+        printf("FAIL  raw connect: %s\n", strerror(errno));
+        exit(1);
+    }
+    struct sockaddr_storage mine;
+    socklen_t ml = sizeof mine;
+    getsockname(fd, (struct sockaddr *)&mine, &ml);
+    char ip[INET6_ADDRSTRLEN];
+    unsigned port;
+    if (mine.ss_family == AF_INET) {
+        inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)&mine)->sin_addr, ip, sizeof ip);
+        port = ntohs(((struct sockaddr_in *)(void *)&mine)->sin_port);
+        snprintf(me, melen, "%s:%u", ip, port);
+    } else {
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)(void *)&mine)->sin6_addr, ip, sizeof ip);
+        port = ntohs(((struct sockaddr_in6 *)(void *)&mine)->sin6_port);
+        snprintf(me, melen, "[%s]:%u", ip, port);
+    }
+    return fd;
+}
+
+static void make_hello(tcp_hello_t *h, const char *job, uint64_t comm, uint32_t src,
+                       uint32_t dst, uint32_t nranks, uint32_t idx, uint32_t nsocks)
+{
+    memset(h, 0, sizeof *h);
+    h->magic = TCP_HELLO_MAGIC;
+    h->version = TCP_PROTO_VERSION;
+    snprintf(h->job_id, sizeof h->job_id, "%s", job);
+    h->comm_id = comm;
+    h->src = src;
+    h->dst = dst;
+    h->nranks = nranks;
+    h->sock_idx = idx;
+    h->nsocks = nsocks;
+    for (int i = 0; i < TCP_NONCE_LEN; i++) h->nonce[i] = (unsigned char)rand();
+}
+
+/* Encodes h, signs it with the job secret unless forge, and fills b. */
+static void sign_hello(tcp_hello_t *h, unsigned char *b, int forge)
+{
+    tcp_hello_encode(h, b);
+    if (forge) {
+        for (int i = 0; i < TCP_MAC_LEN; i++) b[TCP_HELLO_MAC_OFF + i] = (unsigned char)rand();
+        return;
+    }
+    unsigned char in[TCP_HELLO_MAC_INPUT];
+    tcp_hello_mac_input(b, in);
+    H->auth(in, sizeof in, b + TCP_HELLO_MAC_OFF);
+}
+
+typedef struct closed_arg {
+    int fd;
+    int got;           /* bytes the endpoint sent back */
+    int closed;
+} closed_arg_t;
+
+static int peer_closed(void *v)
+{
+    closed_arg_t *c = v;
+    for (;;) {
+        unsigned char b[256];
+        ssize_t r = recv(c->fd, b, sizeof b, MSG_DONTWAIT);
+        if (r > 0) {
+            c->got += (int)r;
+            continue;
+        }
+        if (r == 0 || (r < 0 && errno == ECONNRESET)) c->closed = 1;
+        return c->closed;
+    }
+}
+
+/* One attack: sends `len` bytes (or nothing), expects the endpoint to close without answering
+ * and one WARN line with our address and `reason`. */
+static char logbuf[1 << 16];
+
+static void attack(ep_t *e, const char *name, const void *bytes, size_t len,
+                   const char *reason, int close_early)
+{
+    char me[80];
+    int fd = raw_connect(&e->a, me, sizeof me);
+    if (len) {
+        ssize_t w = send(fd, bytes, len, MSG_NOSIGNAL);
+        CHECK(w == (ssize_t)len, "%s: send", name);
+    }
+    if (close_early) shutdown(fd, SHUT_WR);
+    closed_arg_t c = { fd, 0, 0 };
+    ep_t *eps[1] = { e };
+    int ok = drive(eps, 1, 10.0, peer_closed, &c);
+    CHECK(ok && c.closed, "%s: the endpoint did not close the connection", name);
+    CHECK(c.got == 0, "%s: the endpoint answered %d bytes to a bad handshake", name, c.got);
+    close(fd);
+    /* the log line */
+    char pat[160];
+    snprintf(pat, sizeof pat, "refused a connection from %s ", me);
+    int lines = 0;
+    const char *line = NULL;
+    for (const char *p = logbuf; (p = strstr(p, pat)); p++) {
+        lines++;
+        line = p;
+    }
+    (void)lines;
+    CHECK(line != NULL, "%s: no WARN line names %s", name, me);
+    if (line) {
+        const char *eol = strchr(line, '\n');
+        size_t l = eol ? (size_t)(eol - line) : strlen(line);
+        char text[600];
+        snprintf(text, sizeof text, "%.*s", (int)l, line);
+        CHECK(strstr(text, reason) != NULL, "%s: the WARN line does not say '%s': %s", name,
+              reason, text);
+        printf("ok    %-28s %s\n", name, strstr(text, ": ") ? strstr(text, ": ") + 2 : text);
+    }
+}
+
+static int logfd = -1, saved_stderr = -1;
+static char logpath[] = "/tmp/tcp-handshake-log-XXXXXX";
+
+static void capture_start(void)
+{
+    fflush(stderr);
+    logfd = mkstemp(logpath);
+    saved_stderr = dup(2);
+    dup2(logfd, 2);
+}
+
+static void capture_read(void)
+{
+    fflush(stderr);
+    ssize_t n = pread(logfd, logbuf, sizeof logbuf - 1, 0);
+    logbuf[n > 0 ? n : 0] = '\0';
+}
+
+static void capture_stop(void)
+{
+    capture_read();
+    dup2(saved_stderr, 2);
+    close(saved_stderr);
+    close(logfd);
+    unlink(logpath);
+}
+
+typedef struct conns_arg {
+    cohort_tp_conn_t a, b;
+    cohort_status_t sa, sb;
+} conns_arg_t;
+
+static int both_ready(void *v)
+{
+    conns_arg_t *c = v;
+    if (c->a && c->sa == COHORT_IN_PROGRESS) c->sa = T->conn_test(c->a);
+    if (c->b && c->sb == COHORT_IN_PROGRESS) c->sb = T->conn_test(c->b);
+    return (!c->a || c->sa != COHORT_IN_PROGRESS) && (!c->b || c->sb != COHORT_IN_PROGRESS);
+}
+
+typedef struct reqs_arg {
+    cohort_tp_req_t r[4];
+    cohort_status_t st[4];
+    size_t nb[4];
+    int n;
+} reqs_arg_t;
+
+static int reqs_done(void *v)
+{
+    reqs_arg_t *q = v;
+    int left = 0;
+    for (int i = 0; i < q->n; i++) {
+        if (q->st[i] != COHORT_IN_PROGRESS) continue;
+        q->st[i] = T->test(q->r[i], &q->nb[i]);
+        if (q->st[i] == COHORT_IN_PROGRESS) left++;
+    }
+    return !left;
+}
+
+/* Exchanges len bytes both ways over conns a (on e0) and b (on e1). */
+static void exchange(ep_t *e0, ep_t *e1, cohort_tp_conn_t a, cohort_tp_conn_t b, size_t len,
+                     const char *what)
+{
+    unsigned char *s0 = malloc(len + 1), *s1 = malloc(len + 1), *r0 = malloc(len + 1),
+                  *r1 = malloc(len + 1);
+    for (size_t i = 0; i < len; i++) {
+        s0[i] = (unsigned char)(i * 7 + 1);
+        s1[i] = (unsigned char)(i * 13 + 5);
+    }
+    reqs_arg_t q = { .n = 4 };
+    for (int i = 0; i < 4; i++) q.st[i] = COHORT_IN_PROGRESS;
+    CHECK(T->irecv(a, r0, len, 42, NULL, &q.r[0]) == COHORT_SUCCESS, "%s: irecv", what);
+    CHECK(T->irecv(b, r1, len, 42, NULL, &q.r[1]) == COHORT_SUCCESS, "%s: irecv", what);
+    CHECK(T->isend(a, s0, len, 42, NULL, &q.r[2]) == COHORT_SUCCESS, "%s: isend", what);
+    CHECK(T->isend(b, s1, len, 42, NULL, &q.r[3]) == COHORT_SUCCESS, "%s: isend", what);
+    ep_t *eps[2] = { e0, e1 };
+    CHECK(drive(eps, 2, 30.0, reqs_done, &q), "%s: transfer did not finish", what);
+    for (int i = 0; i < 4; i++)
+        CHECK(q.st[i] == COHORT_SUCCESS, "%s: request %d: %s", what, i, cohort_strerror(q.st[i]));
+    CHECK(q.nb[0] == len && q.nb[1] == len, "%s: sizes %zu/%zu", what, q.nb[0], q.nb[1]);
+    CHECK(!memcmp(r0, s1, len) && !memcmp(r1, s0, len), "%s: data differs", what);
+    free(s0);
+    free(s1);
+    free(r0);
+    free(r1);
+}
+
+/* A fake acceptor: accepts every socket of one connect and answers with `mode`. */
+enum { FAKE_BAD_MAC, FAKE_CLOSE };
+static void fake_acceptor(ep_t *conn_ep, int mode, const char *expect)
+{
+    int lfd = socket(conn_ep->a.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    socklen_t sl;
+    if (conn_ep->a.family == AF_INET) {
+        struct sockaddr_in *s = (struct sockaddr_in *)(void *)&ss;
+        s->sin_family = AF_INET;
+        memcpy(&s->sin_addr, conn_ep->a.addr, 4);
+        sl = sizeof *s;
+    } else {
+        struct sockaddr_in6 *s = (struct sockaddr_in6 *)(void *)&ss;
+        s->sin6_family = AF_INET6;
+        memcpy(&s->sin6_addr, conn_ep->a.addr, 16);
+        sl = sizeof *s;
+    }
+    if (bind(lfd, (struct sockaddr *)&ss, sl) || listen(lfd, 16)) {
+        printf("FAIL  fake acceptor: %s\n", strerror(errno));
+        exit(1);
+    }
+    getsockname(lfd, (struct sockaddr *)&ss, &sl);
+    uint16_t port = ntohs(conn_ep->a.family == AF_INET
+                          ? ((struct sockaddr_in *)(void *)&ss)->sin_port
+                          : ((struct sockaddr_in6 *)(void *)&ss)->sin6_port);
+    /* An address blob for "rank 0" of conn_ep's communicator pointing at the fake. */
+    tcp_addr_t fa = conn_ep->a;
+    fa.port = port;
+    fa.rank = 0;
+    unsigned char blob[TCP_ADDR_SIZE];
+    tcp_addr_encode(&fa, blob);
+    cohort_tp_conn_t c = NULL;
+    cohort_status_t st = T->connect(conn_ep->ep, 0, blob, sizeof blob, &c);
+    CHECK(st == COHORT_SUCCESS && c, "fake acceptor: connect: %s", cohort_last_error());
+    if (!c) {
+        close(lfd);
+        return;
+    }
+    int fds[TCP_MAX_NSOCKS], nfd = 0;
+    double end = now() + 10;
+    st = COHORT_IN_PROGRESS;
+    while (st == COHORT_IN_PROGRESS && now() < end) {
+        struct pollfd p = { lfd, POLLIN, 0 };
+        if (poll(&p, 1, 5) > 0 && nfd < TCP_MAX_NSOCKS) {
+            int fd = accept(lfd, NULL, NULL);
+            unsigned char hello[TCP_HELLO_SIZE];
+            size_t got = 0;
+            /* the connector sends its hello once it sees the connection complete */
+            while (got < sizeof hello && now() < end) {
+                T->conn_test(c);
+                struct pollfd q = { fd, POLLIN, 0 };
+                if (poll(&q, 1, 5) > 0) {
+                    ssize_t r = recv(fd, hello + got, sizeof hello - got, 0);
+                    if (r <= 0) break;
+                    got += (size_t)r;
+                }
+            }
+            if (mode == FAKE_BAD_MAC && got == sizeof hello) {
+                unsigned char ack[TCP_ACK_SIZE];
+                tcp_put32(ack, TCP_ACK_MAGIC);
+                tcp_put32(ack + 4, TCP_PROTO_VERSION);
+                tcp_put32(ack + 8, 0);
+                tcp_put32(ack + 12, tcp_get32(hello + 92));
+                for (int i = 0; i < TCP_MAC_LEN; i++) ack[TCP_ACK_MAC_OFF + i] = (unsigned char)i;
+                ssize_t w = send(fd, ack, sizeof ack, MSG_NOSIGNAL);
+                (void)w;
+                fds[nfd++] = fd;
+            } else {
+                close(fd);
+            }
+        }
+        st = T->conn_test(c);
+    }
+    CHECK(st < 0, "fake acceptor (%s): the connector accepted an unauthenticated peer (%s)",
+          mode == FAKE_BAD_MAC ? "forged ack" : "no ack", cohort_strerror(st));
+    if (st < 0) {
+        const char *m = cohort_last_error();
+        CHECK(strstr(m, expect) != NULL, "fake acceptor: error does not say '%s': %s", expect, m);
+        printf("ok    %-28s %s\n", mode == FAKE_BAD_MAC ? "forged ack refused" :
+               "acceptor hangs up", m);
+    }
+    T->conn_close(c);
+    for (int i = 0; i < nfd; i++) close(fds[i]);
+    close(lfd);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: tcp-handshake path/to/libcohort-tcp.so\n");
+        return 2;
+    }
+    setenv("COHORT_DEBUG", "WARN", 1);
+    setenv("COHORT_JOB_ID", JOB, 1);
+    unsetenv("COHORT_SOCKET_NSOCKS");
+    srand(12345);
+    int fds0 = count_fds();
+    cohort_plugin_t *p;
+    if (cohort_plugin_open(argv[1], &p) != COHORT_SUCCESS) {
+        printf("FAIL  %s\n", cohort_last_error());
+        return 1;
+    }
+    T = p->ops;
+    CTX = p->ctx;
+    H = cohort_plugin_host();
+
+    /* ---- stray and forged connections to rank 0 -------------------------------------- */
+    ep_t e0, e1;
+    open_ep(&e0, 0, 2, 77);
+    open_ep(&e1, 1, 2, 77);
+    cohort_tp_conn_t acc = NULL;
+    CHECK(T->accept(e0.ep, 1, &acc) == COHORT_SUCCESS, "accept");
+
+    capture_start();
+    tcp_hello_t h;
+    unsigned char b[TCP_HELLO_SIZE];
+    char junk[TCP_HELLO_SIZE];
+    for (size_t i = 0; i < sizeof junk; i++) junk[i] = (char)rand();
+
+    attack(&e0, "connect and hang up", NULL, 0, "closed after 0 of", 1);
+    capture_read();
+    attack(&e0, "garbage", junk, sizeof junk, "bad magic", 0);
+    capture_read();
+    make_hello(&h, JOB, 77, 1, 0, 2, 0, 2);
+    sign_hello(&h, b, 0);
+    attack(&e0, "half a handshake", b, 50, "closed after 50 of", 1);
+    capture_read();
+    make_hello(&h, JOB, 77, 1, 0, 2, 0, 2);
+    sign_hello(&h, b, 1);
+    attack(&e0, "forged HMAC", b, sizeof b, "HMAC does not verify", 0);
+    capture_read();
+    make_hello(&h, "another-job", 77, 1, 0, 2, 0, 2);
+    sign_hello(&h, b, 0);
+    attack(&e0, "another job", b, sizeof b, "job id 'another-job'", 0);
+    capture_read();
+    make_hello(&h, JOB, 78, 1, 0, 2, 0, 2);
+    sign_hello(&h, b, 0);
+    attack(&e0, "another communicator", b, sizeof b, "communicator id 78", 0);
+    capture_read();
+    make_hello(&h, JOB, 77, 1, 1, 2, 0, 2);
+    sign_hello(&h, b, 0);
+    attack(&e0, "meant for another rank", b, sizeof b, "wants rank 1", 0);
+    capture_read();
+    make_hello(&h, JOB, 77, 5, 0, 2, 0, 2);
+    sign_hello(&h, b, 0);
+    attack(&e0, "source rank out of range", b, sizeof b, "source rank 5 out of range", 0);
+    capture_read();
+    make_hello(&h, JOB, 77, 1, 0, 3, 0, 2);
+    sign_hello(&h, b, 0);
+    attack(&e0, "wrong communicator size", b, sizeof b, "3 ranks", 0);
+    capture_read();
+    make_hello(&h, JOB, 77, 1, 0, 2, 4, 2);
+    sign_hello(&h, b, 0);
+    attack(&e0, "socket index out of range", b, sizeof b, "socket 4 of 2", 0);
+    capture_read();
+    make_hello(&h, JOB, 77, 1, 0, 2, 0, 2);
+    h.version = 99;
+    sign_hello(&h, b, 0);
+    attack(&e0, "another protocol version", b, sizeof b, "protocol version 99", 0);
+    capture_read();
+    CHECK(T->conn_test(acc) == COHORT_IN_PROGRESS, "a refused connection touched the accept");
+
+    /* ---- the real rank 1 still gets in ------------------------------------------------ */
+    cohort_tp_conn_t con = NULL;
+    CHECK(T->connect(e1.ep, 0, e0.addr, e0.alen, &con) == COHORT_SUCCESS, "connect");
+    conns_arg_t ca = { acc, con, COHORT_IN_PROGRESS, COHORT_IN_PROGRESS };
+    ep_t *both[2] = { &e0, &e1 };
+    CHECK(drive(both, 2, 10.0, both_ready, &ca) && ca.sa == COHORT_SUCCESS &&
+          ca.sb == COHORT_SUCCESS, "the legitimate connection did not complete (%s / %s)",
+          cohort_strerror(ca.sa), cohort_strerror(ca.sb));
+    exchange(&e0, &e1, acc, con, 3 * 1024 * 1024 + 11, "after the attacks");
+    printf("ok    %-28s\n", "legitimate rank 1 connects");
+
+    /* ---- a replayed/duplicate handshake for a socket already in use ------------------ */
+    make_hello(&h, JOB, 77, 1, 0, 2, 0, 2);
+    sign_hello(&h, b, 0);
+    attack(&e0, "duplicate socket", b, sizeof b, "duplicate connection", 0);
+    capture_read();
+    exchange(&e0, &e1, acc, con, 1000, "after the duplicate");
+    capture_stop();
+
+    /* ---- the connector authenticates the acceptor too --------------------------------- */
+    ep_t e2;
+    open_ep(&e2, 1, 2, 78);
+    fake_acceptor(&e2, FAKE_BAD_MAC, "failed authentication");
+    fake_acceptor(&e2, FAKE_CLOSE, "refused this connection");
+    T->ep_close(e2.ep);
+
+    /* ---- different COHORT_SOCKET_NSOCKS on the two sides ------------------------------ */
+    ep_t e3, e4;
+    setenv("COHORT_SOCKET_NSOCKS", "3", 1);
+    open_ep(&e3, 1, 2, 79);
+    setenv("COHORT_SOCKET_NSOCKS", "1", 1);
+    open_ep(&e4, 0, 2, 79);
+    unsetenv("COHORT_SOCKET_NSOCKS");
+    cohort_tp_conn_t c3 = NULL, c4 = NULL;
+    CHECK(T->connect(e3.ep, 0, e4.addr, e4.alen, &c3) == COHORT_SUCCESS, "connect (3 sockets)");
+    CHECK(T->accept(e4.ep, 1, &c4) == COHORT_SUCCESS, "accept (1 socket)");
+    conns_arg_t cb = { c3, c4, COHORT_IN_PROGRESS, COHORT_IN_PROGRESS };
+    ep_t *pair[2] = { &e3, &e4 };
+    CHECK(drive(pair, 2, 10.0, both_ready, &cb) && cb.sa == COHORT_SUCCESS &&
+          cb.sb == COHORT_SUCCESS, "3-socket connector and 1-socket acceptor did not connect");
+    exchange(&e3, &e4, c3, c4, 5 * 1024 * 1024 + 3, "3 sockets vs 1");
+    exchange(&e3, &e4, c3, c4, 10, "3 sockets vs 1, small");
+    printf("ok    %-28s\n", "NSOCKS 3 against NSOCKS 1");
+
+    /* A bad setting is refused with the variable's name. */
+    setenv("COHORT_SOCKET_NSOCKS", "0", 1);
+    {
+        cohort_ep_info_t info = { sizeof info, 0, 2, 80, JOB };
+        unsigned char a[COHORT_ADDR_MAX];
+        size_t al = sizeof a;
+        cohort_tp_ep_t x = NULL;
+        cohort_status_t st = T->ep_open(CTX, &info, &x, a, &al);
+        CHECK(st == COHORT_ERR_INVALID_ARG && strstr(cohort_last_error(), "COHORT_SOCKET_NSOCKS"),
+              "COHORT_SOCKET_NSOCKS=0 accepted (%s)", cohort_strerror(st));
+        if (st == COHORT_SUCCESS) T->ep_close(x);
+    }
+    unsetenv("COHORT_SOCKET_NSOCKS");
+
+    /* ---- a lost peer is named ---------------------------------------------------------- */
+    reqs_arg_t q = { .n = 1 };
+    unsigned char rb[64];
+    q.st[0] = COHORT_IN_PROGRESS;
+    CHECK(T->irecv(c4, rb, sizeof rb, 1, NULL, &q.r[0]) == COHORT_SUCCESS, "irecv");
+    T->conn_close(c3);
+    ep_t *one[1] = { &e4 };
+    CHECK(drive(one, 1, 10.0, reqs_done, &q), "receive from a closed peer did not fail");
+    CHECK(q.st[0] == COHORT_ERR_PEER_LOST, "closed peer: %s", cohort_strerror(q.st[0]));
+    char a3[80];
+    snprintf(a3, sizeof a3, "rank 1 at ");
+    CHECK(strstr(cohort_last_error(), a3) != NULL, "the error does not name rank 1 and its "
+          "address: %s", cohort_last_error());
+    printf("ok    %-28s %s\n", "lost peer named", cohort_last_error());
+    /* Later requests fail at once or at test; no SIGPIPE (this process keeps the default). */
+    static unsigned char big[8 << 20];
+    cohort_tp_req_t r = NULL;
+    cohort_status_t st = T->isend(c4, big, sizeof big, 2, NULL, &r);
+    if (st == COHORT_SUCCESS) {
+        reqs_arg_t q2 = { .n = 1 };
+        q2.r[0] = r;
+        q2.st[0] = COHORT_IN_PROGRESS;
+        drive(one, 1, 10.0, reqs_done, &q2);
+        st = q2.st[0];
+    }
+    CHECK(st == COHORT_ERR_PEER_LOST, "send after the loss: %s", cohort_strerror(st));
+
+    T->ep_close(e3.ep);
+    T->ep_close(e4.ep);
+    T->ep_close(e0.ep);    /* closes acc, with nothing in flight */
+    T->ep_close(e1.ep);
+    cohort_plugin_close(p);
+    int fds1 = count_fds();
+    CHECK(fds0 == fds1, "file descriptors: %d before, %d after", fds0, fds1);
+    printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}

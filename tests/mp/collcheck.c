@@ -1,0 +1,430 @@
+/* Multi-process correctness test, run as ranks under cohortrun:
+ *   cohortrun -np N tests/mp/collcheck [--big]
+ * Every collective x dtype x op x in/out-of-place at sizes 0, 1, odd, around the pipeline chunk,
+ * and (with --big) several MiB, compared element by element with a reference computed locally
+ * from the same deterministic inputs. Also split, OOB init, count mismatch and bad arguments.
+ * Prints one summary line per rank and "N passed, N failed" on rank 0; exits 1 on any failure. */
+#include <cohort/cohort.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, nranks;
+static long passed, failed;
+
+#define CHECK(cond, ...)                                                                     \
+    do {                                                                                     \
+        if (cond) passed++;                                                                  \
+        else {                                                                               \
+            failed++;                                                                        \
+            if (failed <= 20) {                                                              \
+                fprintf(stderr, "[rank %d] FAIL %s:%d: ", rank, __FILE__, __LINE__);         \
+                fprintf(stderr, __VA_ARGS__);                                                \
+                fprintf(stderr, "\n");                                                       \
+            }                                                                                \
+        }                                                                                    \
+    } while (0)
+
+/* ---- element access (independent of the library's own conversions) ---- */
+
+static double half_to_double(uint16_t h)
+{
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+static uint16_t double_to_half(double v)  /* only for small integers and exact values */
+{
+    uint16_t sign = v < 0 ? 0x8000 : 0;
+    v = fabs(v);
+    if (v == 0) return sign;
+    int e;
+    double f = frexp(v, &e);   /* v = f * 2^e, f in [0.5,1) */
+    int exp = e - 1 + 15;
+    uint16_t mant = (uint16_t)lrint((f * 2 - 1) * 1024);
+    return (uint16_t)(sign | (exp << 10) | mant);
+}
+
+static double bf16_to_double(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint16_t double_to_bf16(double v)
+{
+    float f = (float)v;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16);   /* exact for the small integers used */
+}
+
+static double get(const void *buf, size_t i, cohort_dtype_t t)
+{
+    switch (t) {
+    case COHORT_INT8: return ((const int8_t *)buf)[i];
+    case COHORT_UINT8: return ((const uint8_t *)buf)[i];
+    case COHORT_INT32: return ((const int32_t *)buf)[i];
+    case COHORT_UINT32: return ((const uint32_t *)buf)[i];
+    case COHORT_INT64: return (double)((const int64_t *)buf)[i];
+    case COHORT_UINT64: return (double)((const uint64_t *)buf)[i];
+    case COHORT_FLOAT16: return half_to_double(((const uint16_t *)buf)[i]);
+    case COHORT_BFLOAT16: return bf16_to_double(((const uint16_t *)buf)[i]);
+    case COHORT_FLOAT32: return ((const float *)buf)[i];
+    case COHORT_FLOAT64: return ((const double *)buf)[i];
+    }
+    return 0;
+}
+
+static void put(void *buf, size_t i, cohort_dtype_t t, double v)
+{
+    switch (t) {
+    case COHORT_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
+    case COHORT_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    case COHORT_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case COHORT_UINT32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
+    case COHORT_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
+    case COHORT_UINT64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
+    case COHORT_FLOAT16: ((uint16_t *)buf)[i] = double_to_half(v); break;
+    case COHORT_BFLOAT16: ((uint16_t *)buf)[i] = double_to_bf16(v); break;
+    case COHORT_FLOAT32: ((float *)buf)[i] = (float)v; break;
+    case COHORT_FLOAT64: ((double *)buf)[i] = v; break;
+    }
+}
+
+static int is_signed(cohort_dtype_t t)
+{
+    return t != COHORT_UINT8 && t != COHORT_UINT32 && t != COHORT_UINT64;
+}
+
+/* Inputs chosen so every reduction is exact in every dtype: values in [-4, 4] (unsigned: [0, 8]),
+ * for PROD only 1 and 2 (and -1 for signed) on at most a few ranks. */
+static double input(int r, size_t i, cohort_dtype_t t, cohort_op_t op, int salt)
+{
+    unsigned h = (unsigned)(r * 7919 + (int)(i % 100003) * 131 + salt * 17) % 9u;
+    if (op == COHORT_PROD) {
+        if ((i + (size_t)r) % 3 != 0) return 1;
+        return (h % 2) ? 2 : (is_signed(t) ? -1 : 1);
+    }
+    return is_signed(t) ? (double)h - 4 : (double)h;
+}
+
+static double ref_reduce(size_t i, cohort_dtype_t t, cohort_op_t op, int salt, int block_off)
+{
+    double acc = input(0, i + (size_t)block_off, t, op, salt);
+    for (int r = 1; r < nranks; r++) {
+        double v = input(r, i + (size_t)block_off, t, op, salt);
+        switch (op) {
+        case COHORT_SUM: case COHORT_AVG: acc += v; break;
+        case COHORT_PROD: acc *= v; break;
+        case COHORT_MIN: acc = v < acc ? v : acc; break;
+        case COHORT_MAX: acc = v > acc ? v : acc; break;
+        }
+    }
+    if (op == COHORT_AVG) {
+        if (t == COHORT_FLOAT16 || t == COHORT_BFLOAT16 || t == COHORT_FLOAT32 ||
+            t == COHORT_FLOAT64)
+            acc = acc / nranks;
+        else
+            acc = trunc(acc / nranks);
+    }
+    return acc;
+}
+
+static int close_enough(double got, double want, cohort_dtype_t t)
+{
+    if (got == want) return 1;
+    double tol = t == COHORT_BFLOAT16 ? 1e-2 : t == COHORT_FLOAT16 ? 1e-3
+               : t == COHORT_FLOAT32 ? 1e-6 : t == COHORT_FLOAT64 ? 1e-12 : 0;
+    return fabs(got - want) <= tol * fabs(want) + tol;
+}
+
+static const char *dn(cohort_dtype_t t) { return cohort_dtype_name(t); }
+static const char *on(cohort_op_t o) { return cohort_op_name(o); }
+
+/* ---- the collectives ---- */
+
+static cohort_comm_t *comm;
+
+static void check_vs_ref(const char *what, const void *buf, size_t count, cohort_dtype_t t,
+                         cohort_op_t op, int salt, int block_off, int inplace)
+{
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < count; i++) {
+        double want = ref_reduce(i, t, op, salt, block_off);
+        if (!close_enough(get(buf, i, t), want, t)) {
+            if (!bad) first = i;
+            bad++;
+        }
+    }
+    CHECK(bad == 0, "%s count %zu %s %s %s: %zu wrong elements, first at %zu: got %g want %g",
+          what, count, dn(t), on(op), inplace ? "in-place" : "out-of-place", bad, first,
+          bad ? get(buf, first, t) : 0.0, bad ? ref_reduce(first, t, op, salt, block_off) : 0.0);
+}
+
+static void do_allreduce(size_t count, cohort_dtype_t t, cohort_op_t op, int inplace)
+{
+    size_t es = cohort_dtype_size(t);
+    char *s = malloc(count * es + 8), *r = malloc(count * es + 8), *keep = malloc(count * es + 8);
+    for (size_t i = 0; i < count; i++) put(s, i, t, input(rank, i, t, op, 1));
+    memcpy(keep, s, count * es);
+    if (inplace) memcpy(r, s, count * es);
+    cohort_status_t st = cohort_allreduce(comm, inplace ? r : s, r, count, t, op);
+    CHECK(st == COHORT_SUCCESS, "allreduce count %zu %s %s: %s: %s", count, dn(t), on(op),
+          cohort_strerror(st), cohort_last_error());
+    if (!st) check_vs_ref("allreduce", r, count, t, op, 1, 0, inplace);
+    if (!inplace) CHECK(!memcmp(s, keep, count * es), "allreduce modified sendbuf");
+    free(s);
+    free(r);
+    free(keep);
+}
+
+static void do_reduce(size_t count, cohort_dtype_t t, cohort_op_t op, int inplace, int root)
+{
+    size_t es = cohort_dtype_size(t);
+    char *s = malloc(count * es + 8), *r = malloc(count * es + 8);
+    for (size_t i = 0; i < count; i++) put(s, i, t, input(rank, i, t, op, 2));
+    if (inplace) memcpy(r, s, count * es);
+    cohort_status_t st = cohort_reduce(comm, inplace ? r : s, rank == root ? r : NULL, count, t,
+                                       op, root);
+    CHECK(st == COHORT_SUCCESS, "reduce count %zu %s %s root %d: %s: %s", count, dn(t), on(op),
+          root, cohort_strerror(st), cohort_last_error());
+    if (!st && rank == root) check_vs_ref("reduce", r, count, t, op, 2, 0, inplace);
+    free(s);
+    free(r);
+}
+
+static void do_reduce_scatter(size_t count, cohort_dtype_t t, cohort_op_t op, int inplace)
+{
+    size_t es = cohort_dtype_size(t), total = count * (size_t)nranks;
+    char *s = malloc(total * es + 8), *r = malloc(count * es + 8);
+    for (size_t i = 0; i < total; i++) put(s, i, t, input(rank, i, t, op, 3));
+    void *out = inplace ? s + (size_t)rank * count * es : r;
+    cohort_status_t st = cohort_reduce_scatter(comm, s, out, count, t, op);
+    CHECK(st == COHORT_SUCCESS, "reduce_scatter count %zu %s %s: %s: %s", count, dn(t), on(op),
+          cohort_strerror(st), cohort_last_error());
+    if (!st) check_vs_ref("reduce_scatter", out, count, t, op, 3, rank * (int)count, inplace);
+    free(s);
+    free(r);
+}
+
+static void check_blocks(const char *what, const char *buf, size_t count, cohort_dtype_t t,
+                         int (*src)(int block), size_t (*idx)(int block, size_t i), int salt)
+{
+    size_t bad = 0;
+    for (int b = 0; b < nranks; b++)
+        for (size_t i = 0; i < count; i++) {
+            double want = input(src(b), idx(b, i), t, COHORT_SUM, salt);
+            if (get(buf, (size_t)b * count + i, t) != want) bad++;
+        }
+    CHECK(bad == 0, "%s count %zu %s: %zu wrong elements", what, count, dn(t), bad);
+}
+
+static int src_self(int b) { return b; }
+static size_t idx_plain(int b, size_t i) { (void)b; return i; }
+static size_t idx_a2a(int b, size_t i) { (void)b; return (size_t)rank * 1000003u + i; }
+
+static void do_allgather(size_t count, cohort_dtype_t t, int inplace)
+{
+    size_t es = cohort_dtype_size(t);
+    char *s = malloc(count * es + 8), *r = malloc(count * es * (size_t)nranks + 8);
+    for (size_t i = 0; i < count; i++) put(s, i, t, input(rank, i, t, COHORT_SUM, 4));
+    if (inplace) memcpy(r + (size_t)rank * count * es, s, count * es);
+    cohort_status_t st = cohort_allgather(comm, inplace ? r + (size_t)rank * count * es : s, r,
+                                          count, t);
+    CHECK(st == COHORT_SUCCESS, "allgather count %zu %s: %s: %s", count, dn(t),
+          cohort_strerror(st), cohort_last_error());
+    if (!st) check_blocks("allgather", r, count, t, src_self, idx_plain, 4);
+    free(s);
+    free(r);
+}
+
+static void do_alltoall(size_t count, cohort_dtype_t t, int inplace)
+{
+    size_t es = cohort_dtype_size(t), total = count * (size_t)nranks;
+    char *s = malloc(total * es + 8), *r = malloc(total * es + 8);
+    /* block b of rank q's sendbuf holds input(q, b*1000003 + i) */
+    for (int b = 0; b < nranks; b++)
+        for (size_t i = 0; i < count; i++)
+            put(s, (size_t)b * count + i, t, input(rank, (size_t)b * 1000003u + i, t, COHORT_SUM, 5));
+    if (inplace) memcpy(r, s, total * es);
+    cohort_status_t st = cohort_alltoall(comm, inplace ? r : s, r, count, t);
+    CHECK(st == COHORT_SUCCESS, "alltoall count %zu %s: %s: %s", count, dn(t),
+          cohort_strerror(st), cohort_last_error());
+    /* block b of my recvbuf came from rank b: input(b, rank*1000003 + i) */
+    if (!st) check_blocks("alltoall", r, count, t, src_self, idx_a2a, 5);
+    free(s);
+    free(r);
+}
+
+static void do_broadcast(size_t count, cohort_dtype_t t, int root)
+{
+    size_t es = cohort_dtype_size(t);
+    char *b = malloc(count * es + 8);
+    for (size_t i = 0; i < count; i++)
+        put(b, i, t, rank == root ? input(root, i, t, COHORT_SUM, 6) : 0);
+    cohort_status_t st = cohort_broadcast(comm, b, count, t, root);
+    CHECK(st == COHORT_SUCCESS, "broadcast count %zu %s root %d: %s: %s", count, dn(t), root,
+          cohort_strerror(st), cohort_last_error());
+    size_t bad = 0;
+    for (size_t i = 0; !st && i < count; i++)
+        bad += get(b, i, t) != input(root, i, t, COHORT_SUM, 6);
+    CHECK(bad == 0, "broadcast count %zu %s root %d: %zu wrong", count, dn(t), root, bad);
+    free(b);
+}
+
+/* ---- other behaviour ---- */
+
+static int oob_over_comm(const void *s, void *r, size_t n, void *ctx)
+{
+    return cohort_allgather((cohort_comm_t *)ctx, s, r, n, COHORT_UINT8) == COHORT_SUCCESS ? 0 : 1;
+}
+
+static void test_split_and_oob(void)
+{
+    cohort_comm_t *sub = NULL;
+    int color = rank % 2;
+    cohort_status_t st = cohort_comm_split(comm, color, -rank, &sub);
+    CHECK(st == COHORT_SUCCESS && sub, "split: %s: %s", cohort_strerror(st), cohort_last_error());
+    if (sub) {
+        int expect_size = (nranks + 1 - color) / 2;
+        CHECK(cohort_comm_size(sub) == expect_size, "split size %d want %d",
+              cohort_comm_size(sub), expect_size);
+        /* key = -rank: reversed order */
+        int expect_rank = 0;   /* key = -rank: members in descending parent rank */
+        for (int r = color; r < nranks; r += 2) expect_rank += r > rank;
+        CHECK(cohort_comm_rank(sub) == expect_rank, "split rank %d want %d",
+              cohort_comm_rank(sub), expect_rank);
+        int v = rank, sum = 0;
+        st = cohort_allreduce(sub, &v, &sum, 1, COHORT_INT32, COHORT_SUM);
+        int want = 0;
+        for (int r = color; r < nranks; r += 2) want += r;
+        CHECK(st == COHORT_SUCCESS && sum == want, "allreduce on split: %d want %d (%s)", sum,
+              want, cohort_last_error());
+        cohort_comm_destroy(sub);
+    }
+    sub = NULL;
+    st = cohort_comm_split(comm, rank == 0 ? -1 : 0, 0, &sub);
+    CHECK(st == COHORT_SUCCESS && ((rank == 0) == (sub == NULL)), "split with color -1: %s",
+          cohort_last_error());
+    if (sub) cohort_comm_destroy(sub);
+
+    cohort_comm_t *oob = NULL;
+    st = cohort_comm_init_oob(rank, nranks, oob_over_comm, comm, &oob);
+    CHECK(st == COHORT_SUCCESS && oob, "init_oob: %s: %s", cohort_strerror(st),
+          cohort_last_error());
+    if (oob) {
+        double x = rank + 0.5, y = 0;
+        st = cohort_allreduce(oob, &x, &y, 1, COHORT_FLOAT64, COHORT_MAX);
+        CHECK(st == COHORT_SUCCESS && y == nranks - 0.5, "allreduce on oob comm: %g", y);
+        cohort_comm_destroy(oob);
+    }
+}
+
+static void test_bad_args(void)
+{
+    int x = 0;
+    cohort_status_t st = cohort_allreduce(NULL, &x, &x, 1, COHORT_INT32, COHORT_SUM);
+    CHECK(st == COHORT_ERR_INVALID_ARG && strstr(cohort_last_error(), "comm"),
+          "NULL comm: %d %s", st, cohort_last_error());
+    st = cohort_allreduce(comm, &x, &x, 1, (cohort_dtype_t)42, COHORT_SUM);
+    CHECK(st == COHORT_ERR_INVALID_ARG && strstr(cohort_last_error(), "dtype"), "bad dtype");
+    st = cohort_allreduce(comm, &x, &x, 1, COHORT_INT32, (cohort_op_t)9);
+    CHECK(st == COHORT_ERR_INVALID_ARG && strstr(cohort_last_error(), "op"), "bad op");
+    st = cohort_broadcast(comm, &x, 1, COHORT_INT32, nranks);
+    CHECK(st == COHORT_ERR_INVALID_ARG && strstr(cohort_last_error(), "root"), "bad root");
+    st = cohort_allreduce(comm, NULL, &x, 1, COHORT_INT32, COHORT_SUM);
+    CHECK(st == COHORT_ERR_INVALID_ARG && strstr(cohort_last_error(), "sendbuf"), "NULL sendbuf");
+    st = cohort_allgather(comm, &x, &x, SIZE_MAX / 2, COHORT_INT32);
+    CHECK(st == COHORT_ERR_INVALID_ARG && strstr(cohort_last_error(), "overflow"), "overflow");
+    char buf[64];
+    st = cohort_allreduce(comm, buf, buf + 4, 8, COHORT_INT32, COHORT_SUM);
+    CHECK(st == COHORT_ERR_INVALID_ARG && strstr(cohort_last_error(), "overlap"), "overlap");
+    /* a rejected call must not desynchronise the ranks: the next collective still works */
+    int one = 1, sum = 0;
+    st = cohort_allreduce(comm, &one, &sum, 1, COHORT_INT32, COHORT_SUM);
+    CHECK(st == COHORT_SUCCESS && sum == nranks, "allreduce after bad args: %d", sum);
+}
+
+int main(int argc, char **argv)
+{
+    int big = argc > 1 && !strcmp(argv[1], "--big");
+    cohort_status_t st = cohort_comm_init(&comm);
+    if (st) {
+        fprintf(stderr, "cohort_comm_init failed: %s: %s\n", cohort_strerror(st),
+                cohort_last_error());
+        return 1;
+    }
+    rank = cohort_comm_rank(comm);
+    nranks = cohort_comm_size(comm);
+
+    const cohort_dtype_t dtypes[] = { COHORT_INT8, COHORT_UINT8, COHORT_INT32, COHORT_UINT32,
+                                      COHORT_INT64, COHORT_UINT64, COHORT_FLOAT16,
+                                      COHORT_BFLOAT16, COHORT_FLOAT32, COHORT_FLOAT64 };
+    const cohort_op_t ops[] = { COHORT_SUM, COHORT_PROD, COHORT_MIN, COHORT_MAX, COHORT_AVG };
+    /* 0, 1, odd, a few per rank, and around the default 256 KiB chunk for 4-byte types */
+    const size_t small[] = { 0, 1, 7, (size_t)nranks + 1, 1023 };
+    const size_t chunky[] = { 65535, 65536, 65537 };
+
+    for (size_t d = 0; d < 10; d++) {
+        cohort_dtype_t t = dtypes[d];
+        for (size_t o = 0; o < 5; o++)
+            for (size_t k = 0; k < sizeof small / sizeof small[0]; k++)
+                for (int ip = 0; ip < 2; ip++) {
+                    do_allreduce(small[k], t, ops[o], ip);
+                    do_reduce_scatter(small[k], t, ops[o], ip);
+                    do_reduce(small[k], t, ops[o], ip, (int)(k % (size_t)nranks));
+                }
+        for (size_t k = 0; k < sizeof small / sizeof small[0]; k++) {
+            for (int ip = 0; ip < 2; ip++) {
+                do_allgather(small[k], t, ip);
+                do_alltoall(small[k], t, ip);
+            }
+            do_broadcast(small[k], t, nranks - 1 - (int)(k % (size_t)nranks));
+        }
+    }
+    /* chunk boundaries and larger sizes on representative types */
+    const cohort_dtype_t some[] = { COHORT_FLOAT32, COHORT_FLOAT16, COHORT_INT64 };
+    for (size_t d = 0; d < 3; d++)
+        for (size_t k = 0; k < 3; k++)
+            for (int ip = 0; ip < 2; ip++) {
+                size_t c = chunky[k] / (cohort_dtype_size(some[d]) / 2 + 1) * 2;
+                do_allreduce(c, some[d], d == 1 ? COHORT_AVG : COHORT_SUM, ip);
+                do_reduce_scatter(c / (size_t)nranks + 1, some[d], COHORT_MAX, ip);
+                do_allgather(c / (size_t)nranks + 1, some[d], ip);
+                do_alltoall(c / (size_t)nranks + 1, some[d], ip);
+                do_broadcast(c, some[d], (int)k % nranks);
+                do_reduce(c, some[d], COHORT_MIN, ip, 0);
+            }
+    if (big) {
+        size_t c = (3u << 20) / 4 + 5;   /* ~3 MiB of float32 */
+        do_allreduce(c, COHORT_FLOAT32, COHORT_SUM, 0);
+        do_allreduce(c, COHORT_BFLOAT16, COHORT_SUM, 1);
+        do_broadcast(c, COHORT_FLOAT32, nranks / 2);
+        do_allgather(c / (size_t)nranks, COHORT_FLOAT32, 0);
+        do_reduce_scatter(c / (size_t)nranks, COHORT_INT32, COHORT_SUM, 1);
+        do_alltoall(c / (size_t)nranks, COHORT_UINT8, 0);
+        do_reduce(c, COHORT_FLOAT64, COHORT_SUM, 0, nranks - 1);
+    }
+    st = cohort_barrier(comm);
+    CHECK(st == COHORT_SUCCESS, "barrier: %s", cohort_last_error());
+    test_split_and_oob();
+    test_bad_args();
+    st = cohort_barrier(comm);
+    CHECK(st == COHORT_SUCCESS, "final barrier: %s", cohort_last_error());
+
+    /* gather the failure counts so rank 0 can report for everyone */
+    long counts[2] = { passed, failed }, total[2] = { 0, 0 };
+    st = cohort_allreduce(comm, counts, total, 2, COHORT_INT64, COHORT_SUM);
+    if (st) total[1] = failed + 1;
+    if (rank == 0)
+        printf("collcheck np=%d: %ld passed, %ld failed\n", nranks, total[0], total[1]);
+    cohort_comm_destroy(comm);
+    return total[1] ? 1 : 0;
+}

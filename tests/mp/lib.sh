@@ -1,0 +1,33 @@
+# Shared helpers for the multi-process test scripts (sourced). Counts cases and prints the
+# closing "N passed, N failed" line that CI reads.
+: "${top_builddir:?run through make check (AM_TESTS_ENVIRONMENT sets top_builddir)}"
+COHORTRUN="$top_builddir/tools/cohortrun"
+T_PASSED=0
+T_FAILED=0
+# Generous per-case deadlines: a hang fails the case instead of stalling CI.
+: "${CASE_TIMEOUT:=600}"
+export COHORT_TIMEOUT="${COHORT_TIMEOUT:-120}"
+
+ok() { T_PASSED=$((T_PASSED + 1)); echo "ok - $*"; }
+not_ok() { T_FAILED=$((T_FAILED + 1)); echo "not ok - $*"; }
+
+# run_case NAME CMD...: passes when CMD exits 0 within CASE_TIMEOUT; shows its output on failure.
+run_case() {
+    name=$1; shift
+    out=$(mktemp)
+    start=$(date +%s)
+    if timeout -k 5 "$CASE_TIMEOUT" "$@" >"$out" 2>&1; then
+        ok "$name ($(( $(date +%s) - start )) s)"
+        grep -E "passed, .* failed" "$out" | sed 's/^/    /'
+    else
+        rc=$?
+        not_ok "$name (exit $rc after $(( $(date +%s) - start )) s)"
+        tail -n 40 "$out" | sed 's/^/    /'
+    fi
+    rm -f "$out"
+}
+
+finish() {
+    echo "$T_PASSED passed, $T_FAILED failed"
+    [ "$T_FAILED" -eq 0 ]
+}

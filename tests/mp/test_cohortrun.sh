@@ -1,0 +1,268 @@
+#!/bin/sh
+# cohortrun: placement, environment, output relay, failure handling, timeouts, interrupts and the
+# rsh agent path (with fake agents: no ssh needed). Run by `make check` from the build directory
+# (automake exports srcdir); by hand: top_builddir=BUILD sh tests/mp/test_cohortrun.sh
+#
+# Every case runs under a deadline (timeout(1), or a bounded polling loop), prints `ok`/`not ok`,
+# and the script ends with "N passed, N failed"; it exits non-zero when any case failed.
+
+top_builddir=${top_builddir:-.}
+CR=${COHORTRUN:-$top_builddir/tools/cohortrun}
+case $CR in /*) ;; *) CR=$(pwd)/$CR ;; esac
+if [ ! -x "$CR" ]; then
+    echo "not ok - cohortrun not found at $CR (set top_builddir or COHORTRUN)"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+CR_RDV_CLIENT=${CR_RDV_CLIENT:-$top_builddir/tests/mp/cr_rdv_client}
+case $CR_RDV_CLIENT in /*) ;; *) CR_RDV_CLIENT=$(pwd)/$CR_RDV_CLIENT ;; esac
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/cohortrun-test.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT
+trap 'exit 1' INT TERM
+# Ranks must not read a cohort.conf from wherever make runs; COHORT_* of the caller neither.
+cd "$T" || exit 1
+unset COHORT_RANK COHORT_SIZE COHORT_LOCAL_RANK COHORT_LOCAL_SIZE COHORT_RENDEZVOUS \
+      COHORT_JOB_ID COHORT_SECRET COHORT_SOCKET_IFNAME COHORT_TIMEOUT COHORT_CONF COHORT_DEBUG
+
+npass=0
+nfail=0
+n=0
+
+ok() {
+    n=$((n + 1)); npass=$((npass + 1))
+    echo "ok $n - $1"
+}
+notok() {
+    n=$((n + 1)); nfail=$((nfail + 1))
+    echo "not ok $n - $1"
+    echo "#   exit status $rc after ${elapsed} ms; stdout:"
+    sed -n '1,20s/^/#     /p' "$T/out" 2>/dev/null
+    echo "#   stderr:"
+    sed -n '1,20s/^/#     /p' "$T/err" 2>/dev/null
+}
+# check DESCRIPTION COMMAND...: ok when COMMAND succeeds
+check() {
+    d=$1; shift
+    if "$@"; then ok "$d"; else notok "$d"; fi
+}
+
+now_ms() {
+    t=$(date +%s%N 2>/dev/null)
+    case $t in *N*|'') echo $(($(date +%s) * 1000)) ;; *) echo $((t / 1000000)) ;; esac
+}
+
+# cr [ARGS...]: runs cohortrun under a deadline; sets rc and elapsed (ms), output in $T/out, $T/err
+DEADLINE=30
+cr() {
+    t0=$(now_ms)
+    timeout -k 5 "$DEADLINE" "$CR" "$@" >"$T/out" 2>"$T/err" </dev/null
+    rc=$?
+    elapsed=$(($(now_ms) - t0))
+}
+
+rc_is() { [ "$rc" -eq "$1" ]; }
+faster_than() { [ "$elapsed" -lt "$1" ]; }
+lines_out() { [ "$(wc -l <"$T/out")" -eq "$1" ]; }
+
+# --- basics ------------------------------------------------------------------------------
+cr -np 4 sh -c 'echo "rank $COHORT_RANK size $COHORT_SIZE local $COHORT_LOCAL_RANK/$COHORT_LOCAL_SIZE"'
+check "-np 4: every rank runs with its rank, size and local rank" \
+    sh -c '[ '"$rc"' -eq 0 ] && for r in 0 1 2 3; do
+               grep -qx "rank $r size 4 local $r/4" "'"$T"'/out" || exit 1; done'
+check "-np 4: exactly 4 lines" lines_out 4
+
+cr -np 2 sh -c 'echo "$COHORT_RENDEZVOUS $COHORT_JOB_ID $COHORT_SECRET"'
+check "rendezvous url, job id and secret are set, the same for every rank" sh -c '
+    [ '"$rc"' -eq 0 ] && [ "$(sort -u "'"$T"'/out" | wc -l)" -eq 1 ] &&
+    grep -Eqx "tcp://127\.0\.0\.1:[0-9]+ cr-[0-9a-f]{16} [0-9a-f]{64}" "'"$T"'/out"'
+
+cr -np 1 sh -c 'echo "$COHORT_SECRET"'; s1=$(cat "$T/out")
+cr -np 1 sh -c 'echo "$COHORT_SECRET"'; s2=$(cat "$T/out")
+check "every job gets a new secret" [ -n "$s1" -a "$s1" != "$s2" ]
+
+cr -np 3 sh -c '[ "$COHORT_RANK" = 0 ] && exit 0; sleep 0.5; echo late $COHORT_RANK'
+check "a rank exiting 0 early (no rendezvous) is fine; exit 0" \
+    sh -c '[ '"$rc"' -eq 0 ] && grep -qx "late 1" "'"$T"'/out" && grep -qx "late 2" "'"$T"'/out"'
+
+yes 2>/dev/null | timeout -k 5 "$DEADLINE" "$CR" -np 2 sh -c 'cat | wc -c' >"$T/out" 2>"$T/err"
+rc=$?
+check "ranks' stdin is /dev/null" sh -c '[ '"$rc"' -eq 0 ] && [ "$(tr -d " " <"'"$T"'/out" | sort -u)" = 0 ]'
+
+# --- failures ----------------------------------------------------------------------------
+cr -np 4 sh -c 'echo "bye from $COHORT_RANK" >&2; [ "$COHORT_RANK" = 2 ] && exit 3; exec sleep 60'
+check "a rank exiting 3 ends the job quickly, not after 60 s" faster_than 15000
+check "... with a non-zero exit status (the rank's)" rc_is 3
+check "... naming rank 2, its host and status 3 in one line" \
+    sh -c '[ "$(grep -c "^cohortrun: rank 2 (host [^,]*, pid [0-9]*) exited with status 3; terminating the other 3 ranks$" "'"$T"'/err")" -eq 1 ]'
+check "... after the rank's own last words" \
+    sh -c 'grep -n . "'"$T"'/err" | grep -A100 "bye from 2" | grep -q "cohortrun: rank 2"'
+
+cr -np 3 sh -c '[ "$COHORT_RANK" = 1 ] && kill -9 $$; sleep 60'
+check "a rank killed by SIGKILL is named with the signal" \
+    sh -c '[ '"$rc"' -ne 0 ] && grep -q "rank 1 (host .*) was killed by signal 9 (Killed)" "'"$T"'/err"'
+check "... quickly" faster_than 15000
+
+cr -np 2 /nonexistent/command/x
+check "a command that does not exist: exit 127 and a message naming it" \
+    sh -c '[ '"$rc"' -eq 127 ] && grep -q "cannot start rank 0.*/nonexistent/command/x.*No such file" "'"$T"'/err"'
+
+# --- output ------------------------------------------------------------------------------
+cr -np 3 --tag-output sh -c 'echo hello; echo oops >&2; printf "no newline"'
+check "--tag-output prefixes stdout lines with [rank]" \
+    sh -c '[ '"$rc"' -eq 0 ] && for r in 0 1 2; do grep -qx "\[$r\] hello" "'"$T"'/out" &&
+           grep -qx "\[$r\] no newline" "'"$T"'/out" || exit 1; done'
+check "--tag-output prefixes stderr lines too" \
+    sh -c 'for r in 0 1 2; do grep -qx "\[$r\] oops" "'"$T"'/err" || exit 1; done'
+
+# Long lines written in pieces (awk flushes every 4 KiB) by 4 ranks at once: never mixed mid-line.
+cr -np 4 awk 'BEGIN { s = sprintf("%3000s", ""); gsub(/ /, "x", s)
+                      for (i = 0; i < 300; i++) printf "begin %s %d %s end\n", ENVIRON["COHORT_RANK"], i, s }'
+check "lines from concurrent ranks are never interleaved mid-line" \
+    sh -c '[ '"$rc"' -eq 0 ] && [ "$(grep -Ec "^begin [0-3] [0-9]+ x{3000} end$" "'"$T"'/out")" -eq 1200 ] &&
+           [ "$(wc -l <"'"$T"'/out")" -eq 1200 ]'
+
+# --- environment -------------------------------------------------------------------------
+CR_TEST_FROM_ENV="from env" cr -np 2 -x CR_TEST_A=1 -x CR_TEST_FROM_ENV \
+    sh -c 'echo "$COHORT_RANK A=$CR_TEST_A B=$CR_TEST_FROM_ENV"'
+check "-x VAR=value and -x VAR pass variables" \
+    sh -c '[ '"$rc"' -eq 0 ] && grep -qx "0 A=1 B=from env" "'"$T"'/out" && grep -qx "1 A=1 B=from env" "'"$T"'/out"'
+
+cr -np 1 --network-interface lo sh -c 'echo "IF=$COHORT_SOCKET_IFNAME"'
+check "--network-interface sets COHORT_SOCKET_IFNAME" sh -c '[ '"$rc"' -eq 0 ] && grep -qx "IF=lo" "'"$T"'/out"'
+
+# --- placement ---------------------------------------------------------------------------
+cr -H localhost:2,127.0.0.1:2 sh -c 'echo "$COHORT_RANK $COHORT_SIZE $COHORT_LOCAL_RANK/$COHORT_LOCAL_SIZE"'
+check "-H localhost:2,127.0.0.1:2: 4 ranks, all on this node" \
+    sh -c '[ '"$rc"' -eq 0 ] && for r in 0 1 2 3; do grep -qx "$r 4 $r/4" "'"$T"'/out" || exit 1; done'
+
+cat >"$T/hosts" <<EOF
+# the hosts of this test
+localhost slots=2   # this one
+
+127.0.0.1
+EOF
+cr --hostfile "$T/hosts" sh -c 'echo "$COHORT_RANK/$COHORT_SIZE"'
+check "--hostfile with comments and blank lines (3 slots -> 3 ranks)" \
+    sh -c '[ '"$rc"' -eq 0 ] && [ "$(sort "'"$T"'/out" | tr "\n" " ")" = "0/3 1/3 2/3 " ]'
+
+cr -np 5 -H localhost:2,127.0.0.1:2 true
+check "-np larger than the slots fails with exit 2 and a message naming the totals" \
+    sh -c '[ '"$rc"' -eq 2 ] && grep -q "5 ranks requested .* only 4 slots" "'"$T"'/err"'
+
+cr -np 5 --oversubscribe -H localhost:2,127.0.0.1:1 sh -c 'echo $COHORT_RANK'
+check "--oversubscribe allows more ranks than slots" sh -c '[ '"$rc"' -eq 0 ] && [ "$(wc -l <"'"$T"'/out")" -eq 5 ]'
+
+for bad in 0 3x -1 ""; do
+    cr -np "$bad" true
+    check "-np '$bad' fails with exit 2 and a message" sh -c '[ '"$rc"' -eq 2 ] && grep -q "np" "'"$T"'/err"'
+done
+cr -np 2
+check "no command: exit 2" rc_is 2
+cr --no-such-option -np 2 true
+check "unknown option: exit 2" sh -c '[ '"$rc"' -eq 2 ] && grep -q "no-such-option" "'"$T"'/err"'
+cr -np 2 -H localhost --hostfile "$T/hosts" true
+check "-H and --hostfile together: exit 2" rc_is 2
+cr --help
+check "--help: usage on stdout, exit 0" sh -c '[ '"$rc"' -eq 0 ] && grep -q "Usage: cohortrun" "'"$T"'/out"'
+cr --version
+check "--version: exit 0" sh -c '[ '"$rc"' -eq 0 ] && grep -q "cohortrun" "'"$T"'/out"'
+
+# --- remote ranks through an rsh agent ----------------------------------------------------
+# A fake ssh: records its arguments, then runs the remote command line with a shell, as sshd does.
+cat >"$T/fake-ssh" <<'EOF'
+#!/bin/sh
+printf '%s\n' "$*" >>"$CR_AGENT_LOG"
+host=$1
+shift
+CR_FAKE_HOST=$host exec sh -c "$*"
+EOF
+# A fake "ip netns exec {host}": records its first argument and runs the rest directly.
+cat >"$T/fake-exec" <<'EOF'
+#!/bin/sh
+printf '%s\n' "$1" >>"$CR_AGENT_LOG"
+shift
+exec "$@"
+EOF
+chmod +x "$T/fake-ssh" "$T/fake-exec"
+CR_AGENT_LOG=$T/agent.log
+export CR_AGENT_LOG
+
+: >"$CR_AGENT_LOG"
+cr -H localhost:1,nodeA:2 --rsh "$T/fake-ssh" -x CR_TEST_X="a b'c" \
+    sh -c 'echo "$COHORT_RANK $COHORT_LOCAL_RANK/$COHORT_LOCAL_SIZE host=${CR_FAKE_HOST:-local} x=$CR_TEST_X arg=$1"' _ "it's  two"
+check "--rsh: remote ranks go through the agent with the host appended" \
+    sh -c '[ '"$rc"' -eq 0 ] && [ "$(grep -c "^nodeA env .*COHORT_RANK=" "$CR_AGENT_LOG")" -eq 2 ]'
+check "--rsh: the local rank is started directly" \
+    grep -qx "0 0/1 host=local x=a b'c arg=it's  two" "$T/out"
+check "--rsh: remote ranks get their placement, -x values and arguments intact through the shell" \
+    sh -c 'grep -qx "1 0/2 host=nodeA x=a b'"'"'c arg=it'"'"'s  two" "'"$T"'/out" &&
+           grep -qx "2 1/2 host=nodeA x=a b'"'"'c arg=it'"'"'s  two" "'"$T"'/out"'
+
+: >"$CR_AGENT_LOG"
+cr -H nodeB:1,nodeC:1 --rsh "$T/fake-exec --node={host}" \
+    sh -c 'echo "$COHORT_RANK $COHORT_LOCAL_RANK/$COHORT_LOCAL_SIZE arg=$1"' _ "x  'y"
+check "--rsh with {host}: the host is substituted into the agent's words" \
+    sh -c '[ '"$rc"' -eq 0 ] && grep -qx -- "--node=nodeB" "$CR_AGENT_LOG" && grep -qx -- "--node=nodeC" "$CR_AGENT_LOG"'
+check "--rsh with {host}: run without a shell, arguments intact" \
+    sh -c 'grep -qx "0 0/1 arg=x  '"'"'y" "'"$T"'/out" && grep -qx "1 0/1 arg=x  '"'"'y" "'"$T"'/out"'
+
+cr -H nodeD:2 --rsh "$T/fake-exec {host}" sh -c '[ "$COHORT_RANK" = 1 ] && exit 5; exec sleep 60'
+check "--rsh: a failing remote rank names its host" \
+    sh -c '[ '"$rc"' -eq 5 ] && grep -q "rank 1 (host nodeD, pid [0-9]*) exited with status 5" "'"$T"'/err"'
+
+cr -H nodeE:1 --rsh /nonexistent/agent true
+check "--rsh: an agent that does not exist fails with exit 127 naming it" \
+    sh -c '[ '"$rc"' -eq 127 ] && grep -q "rsh agent '"'"'/nonexistent/agent'"'"': No such file" "'"$T"'/err"'
+
+# --- timeouts ----------------------------------------------------------------------------
+cr -np 2 --timeout 2 sleep 60
+check "--timeout 2 on sleep 60: ends in about 2 s" sh -c '[ '"$elapsed"' -ge 1900 ] && [ '"$elapsed"' -lt 12000 ]'
+check "... non-zero (124), naming the ranks still running" \
+    sh -c '[ '"$rc"' -eq 124 ] && grep -q "time limit.*ranks 0,1 still running" "'"$T"'/err"'
+
+cr -np 1 --timeout 1 sh -c 'trap "" TERM; while :; do sleep 0.1; done'
+check "a rank that ignores SIGTERM is killed after the grace period" \
+    sh -c '[ '"$rc"' -eq 124 ] && [ '"$elapsed"' -lt 15000 ] && grep -q "SIGKILL" "'"$T"'/err"'
+
+# The rendezvous server's arrival tracking: rank 1 never joins; COHORT_TIMEOUT=2 fails the job.
+if [ -x "$CR_RDV_CLIENT" ]; then
+    cr -np 3 "$CR_RDV_CLIENT"
+    check "ranks meeting at cohortrun's rendezvous: exit 0" \
+        sh -c '[ '"$rc"' -eq 0 ] && [ "$(grep -c "^rendezvous ok" "'"$T"'/out")" -eq 3 ]'
+    COHORT_TIMEOUT=2 cr -np 3 "$CR_RDV_CLIENT" --skip 1
+    check "a rank that never reaches the rendezvous is named after COHORT_TIMEOUT" \
+        sh -c '[ '"$rc"' -ne 0 ] && [ '"$elapsed"' -lt 15000 ] &&
+               grep -q "rank 1 did not reach the rendezvous within 2 s" "'"$T"'/err"'
+else
+    echo "# skipping the rendezvous cases: $CR_RDV_CLIENT not built"
+fi
+
+# --- interrupts --------------------------------------------------------------------------
+# Each rank leaves its pid and its child's pid; after SIGINT to cohortrun all must be gone.
+mkdir "$T/pids"
+t0=$(now_ms)
+"$CR" -np 3 sh -c 'sleep 60 & echo "$$ $!" >"'"$T"'/pids/$COHORT_RANK.tmp" &&
+                   mv "'"$T"'/pids/$COHORT_RANK.tmp" "'"$T"'/pids/$COHORT_RANK"; wait' \
+    >"$T/out" 2>"$T/err" </dev/null &
+crpid=$!
+i=0
+while [ "$(ls "$T/pids" | grep -vc tmp)" -lt 3 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+kill -INT "$crpid"
+i=0
+while kill -0 "$crpid" 2>/dev/null && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+if kill -0 "$crpid" 2>/dev/null; then kill -9 "$crpid"; fi
+wait "$crpid"
+rc=$?
+elapsed=$(($(now_ms) - t0))
+check "SIGINT: cohortrun exits 130 and says it was interrupted" \
+    sh -c '[ '"$rc"' -eq 130 ] && grep -q "interrupted by SIGINT" "'"$T"'/err"'
+alive=""
+for f in "$T"/pids/*; do
+    for p in $(cat "$f"); do kill -0 "$p" 2>/dev/null && alive="$alive $p"; done
+done
+check "SIGINT: every rank and every rank's child is gone afterwards (alive:${alive:- none})" \
+    [ -z "$alive" -a "$(cat "$T"/pids/* | wc -w)" -eq 6 ]
+
+echo "$npass passed, $nfail failed"
+[ "$nfail" -eq 0 ]

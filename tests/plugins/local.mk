@@ -1,0 +1,41 @@
+# Deliberately broken transport plugins, and one good one from a "future" ABI 1.7, that only
+# tests/unit/test_loader loads. Built as real shared objects (tests/plugins/.libs/*.so) on
+# `make check`, never installed. Included from tests/local.mk; paths relative to the top dir.
+
+test_plugin_ldflags = -module -avoid-version -shared -rpath /nowhere
+test_plugins = \
+	tests/plugins/libcohort-badabi.la \
+	tests/plugins/libcohort-nosym.la \
+	tests/plugins/libcohort-small.la \
+	tests/plugins/libcohort-nullfn.la \
+	tests/plugins/libcohort-misname.la \
+	tests/plugins/libcohort-unavail.la \
+	tests/plugins/libcohort-future.la
+check_LTLIBRARIES += $(test_plugins)
+
+tests_plugins_libcohort_badabi_la_SOURCES = tests/plugins/badabi.c tests/plugins/stub.h
+tests_plugins_libcohort_badabi_la_LDFLAGS = $(test_plugin_ldflags)
+tests_plugins_libcohort_nosym_la_SOURCES = tests/plugins/nosym.c tests/plugins/stub.h
+tests_plugins_libcohort_nosym_la_LDFLAGS = $(test_plugin_ldflags)
+tests_plugins_libcohort_small_la_SOURCES = tests/plugins/small.c tests/plugins/stub.h
+tests_plugins_libcohort_small_la_LDFLAGS = $(test_plugin_ldflags)
+tests_plugins_libcohort_nullfn_la_SOURCES = tests/plugins/nullfn.c tests/plugins/stub.h
+tests_plugins_libcohort_nullfn_la_LDFLAGS = $(test_plugin_ldflags)
+tests_plugins_libcohort_misname_la_SOURCES = tests/plugins/misname.c tests/plugins/stub.h
+tests_plugins_libcohort_misname_la_LDFLAGS = $(test_plugin_ldflags)
+tests_plugins_libcohort_unavail_la_SOURCES = tests/plugins/unavail.c tests/plugins/stub.h
+tests_plugins_libcohort_unavail_la_LDFLAGS = $(test_plugin_ldflags)
+tests_plugins_libcohort_future_la_SOURCES = tests/plugins/future.c tests/plugins/stub.h
+tests_plugins_libcohort_future_la_LDFLAGS = $(test_plugin_ldflags)
+
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/test_loader
+TESTS += tests/unit/test_loader
+tests_unit_test_loader_SOURCES = tests/unit/test_loader.c
+tests_unit_test_loader_CPPFLAGS = $(AM_CPPFLAGS) \
+	-DTEST_PLUGIN_DIR='"$(abs_top_builddir)/tests/plugins/.libs"'
+tests_unit_test_loader_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_loader_LDADD = libcohort.la $(CHECK_LIBS)
+# `make tests/unit/test_loader` alone also builds the plugins it loads.
+EXTRA_tests_unit_test_loader_DEPENDENCIES = $(test_plugins)
+endif

@@ -1,0 +1,10 @@
+/* libcohort-nullfn.so: the mandatory isend is NULL. */
+#include "stub.h"
+
+STUB_EXPORT const cohort_transport_v1_t cohort_transport_v1 = {
+    .size = sizeof(cohort_transport_v1_t),
+    .abi_version = COHORT_PLUGIN_ABI_VERSION,
+    .name = "nullfn",
+    .version = "test",
+    STUB_FUNCTIONS(stub_init, NULL),
+};

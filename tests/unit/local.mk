@@ -1,0 +1,18 @@
+# Unit tests (Check) for the parsers, the reduction kernels and SHA-256/HMAC.
+# Included from tests/local.mk; paths are relative to the top directory.
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/test_parse tests/unit/test_reduce tests/unit/test_hmac
+TESTS += tests/unit/test_parse tests/unit/test_reduce tests/unit/test_hmac
+
+tests_unit_test_parse_SOURCES = tests/unit/test_parse.c
+tests_unit_test_parse_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_parse_LDADD = libcohort.la $(CHECK_LIBS)
+
+tests_unit_test_reduce_SOURCES = tests/unit/test_reduce.c
+tests_unit_test_reduce_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_reduce_LDADD = libcohort.la $(CHECK_LIBS) -lm
+
+tests_unit_test_hmac_SOURCES = tests/unit/test_hmac.c
+tests_unit_test_hmac_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_hmac_LDADD = libcohort.la $(CHECK_LIBS)
+endif

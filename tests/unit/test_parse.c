@@ -1,0 +1,669 @@
+/* Unit tests for core/parse.c: every grammar rule and every error case. Errors are checked for
+ * the status AND for a cohort_last_error() message that names the setting and the bad text. */
+#include <arpa/inet.h>
+#include <check.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/parse.h"
+
+/* The call fails with COHORT_ERR_INVALID_ARG and the message contains each needle. */
+#define EXPECT_ERR(call, ...)                                                                 \
+    do {                                                                                      \
+        cohort_status_t st_ = (call);                                                         \
+        ck_assert_msg(st_ == COHORT_ERR_INVALID_ARG, "%s returned %d, message '%s'", #call,    \
+                      (int)st_, cohort_last_error());                                         \
+        const char *needles_[] = {__VA_ARGS__};                                               \
+        for (size_t k_ = 0; k_ < sizeof needles_ / sizeof needles_[0]; k_++)                  \
+            ck_assert_msg(strstr(cohort_last_error(), needles_[k_]) != NULL,                  \
+                          "%s: message '%s' does not mention '%s'", #call,                     \
+                          cohort_last_error(), needles_[k_]);                                 \
+    } while (0)
+
+#define EXPECT_OK(call)                                                                       \
+    do {                                                                                      \
+        cohort_status_t st_ = (call);                                                         \
+        ck_assert_msg(st_ == COHORT_SUCCESS, "%s returned %d: %s", #call, (int)st_,           \
+                      cohort_last_error());                                                   \
+    } while (0)
+
+/* ---- numbers ----------------------------------------------------------------------------- */
+
+START_TEST(long_ok)
+{
+    long v;
+    EXPECT_OK(cohort_parse_long("N", "42", 0, 100, &v));
+    ck_assert_int_eq(v, 42);
+    EXPECT_OK(cohort_parse_long("N", "  42 \t\n", 0, 100, &v));
+    ck_assert_int_eq(v, 42);
+    EXPECT_OK(cohort_parse_long("N", "-5", -10, 10, &v));
+    ck_assert_int_eq(v, -5);
+    EXPECT_OK(cohort_parse_long("N", "+7", -10, 10, &v));
+    ck_assert_int_eq(v, 7);
+    EXPECT_OK(cohort_parse_long("N", "007", 0, 10, &v));   /* decimal, not octal */
+    ck_assert_int_eq(v, 7);
+    EXPECT_OK(cohort_parse_long("N", "1", 1, 1, &v));
+    EXPECT_OK(cohort_parse_long("N", "9223372036854775807", LONG_MIN, LONG_MAX, &v));
+    ck_assert(v == LONG_MAX);
+    EXPECT_OK(cohort_parse_long("N", "-9223372036854775808", LONG_MIN, LONG_MAX, &v));
+    ck_assert(v == LONG_MIN);
+}
+END_TEST
+
+START_TEST(long_errors)
+{
+    long v = 1234;
+    EXPECT_ERR(cohort_parse_long("COHORT_TIMEOUT", "30x", 1, 86400, &v), "COHORT_TIMEOUT",
+               "'30x'", "[1, 86400]");
+    ck_assert_int_eq(v, 1234);                                /* untouched on error */
+    EXPECT_ERR(cohort_parse_long("N", "", 1, 9, &v), "N: ''");
+    EXPECT_ERR(cohort_parse_long("N", "   ", 1, 9, &v), "N:");
+    EXPECT_ERR(cohort_parse_long("N", NULL, 1, 9, &v), "N:");
+    EXPECT_ERR(cohort_parse_long("N", "0x10", 0, 99, &v), "'0x10'");
+    EXPECT_ERR(cohort_parse_long("N", "1 2", 0, 99, &v), "'1 2'");
+    EXPECT_ERR(cohort_parse_long("N", "1.5", 0, 99, &v), "'1.5'");
+    EXPECT_ERR(cohort_parse_long("N", "- 1", -9, 9, &v), "'- 1'");
+    EXPECT_ERR(cohort_parse_long("N", "abc", 0, 99, &v), "'abc'");
+    EXPECT_ERR(cohort_parse_long("N", "0", 1, 86400, &v), "'0'", "out of range", "[1, 86400]");
+    EXPECT_ERR(cohort_parse_long("N", "86401", 1, 86400, &v), "'86401'", "out of range");
+    EXPECT_ERR(cohort_parse_long("N", "-1", 0, 9, &v), "'-1'");
+    EXPECT_ERR(cohort_parse_long("N", "99999999999999999999", 0, LONG_MAX, &v),
+               "'99999999999999999999'", "out of range");
+    EXPECT_ERR(cohort_parse_long("N", "1234567890123456789012345678901234567890", 0, LONG_MAX,
+                                 &v), "out of range");
+    EXPECT_ERR(cohort_parse_long("N", "4\x01", 0, 9, &v), "'4?'");   /* control char shown */
+    ck_assert_int_eq(v, 1234);
+}
+END_TEST
+
+START_TEST(double_ok)
+{
+    double v;
+    EXPECT_OK(cohort_parse_double("T", "0.5", 0, 1, &v));
+    ck_assert(v == 0.5);
+    EXPECT_OK(cohort_parse_double("T", " 1e3 ", 0, 1e4, &v));
+    ck_assert(v == 1000.0);
+    EXPECT_OK(cohort_parse_double("T", "-2.5", -3, 0, &v));
+    ck_assert(v == -2.5);
+    EXPECT_OK(cohort_parse_double("T", "300", 0.1, 1e7, &v));
+    ck_assert(v == 300.0);
+}
+END_TEST
+
+START_TEST(double_errors)
+{
+    double v = 7;
+    EXPECT_ERR(cohort_parse_double("COHORT_TIMEOUT", "abc", 0, 1, &v), "COHORT_TIMEOUT",
+               "'abc'");
+    EXPECT_ERR(cohort_parse_double("T", "", 0, 1, &v), "T: ''");
+    EXPECT_ERR(cohort_parse_double("T", NULL, 0, 1, &v), "T:");
+    EXPECT_ERR(cohort_parse_double("T", "1.5x", 0, 9, &v), "'1.5x'");
+    EXPECT_ERR(cohort_parse_double("T", "nan", 0, 9, &v), "'nan'");
+    EXPECT_ERR(cohort_parse_double("T", "inf", 0, 1e300, &v), "'inf'");
+    EXPECT_ERR(cohort_parse_double("T", "1e999", 0, 1e300, &v), "'1e999'", "out of range");
+    EXPECT_ERR(cohort_parse_double("T", "5", 0, 1, &v), "'5'", "out of range");
+    EXPECT_ERR(cohort_parse_double("T", "0.05", 0.1, 1e7, &v), "'0.05'");
+    ck_assert(v == 7);
+}
+END_TEST
+
+START_TEST(size_ok)
+{
+    size_t v;
+    EXPECT_OK(cohort_parse_size("S", "64M", &v));
+    ck_assert_uint_eq(v, 67108864);
+    EXPECT_OK(cohort_parse_size("S", "8", &v));
+    ck_assert_uint_eq(v, 8);
+    EXPECT_OK(cohort_parse_size("S", "0", &v));
+    ck_assert_uint_eq(v, 0);
+    EXPECT_OK(cohort_parse_size("S", "1K", &v));
+    ck_assert_uint_eq(v, 1024);
+    EXPECT_OK(cohort_parse_size("S", "2g", &v));
+    ck_assert_uint_eq(v, 2ull << 30);
+    EXPECT_OK(cohort_parse_size("S", "64MB", &v));
+    ck_assert_uint_eq(v, 64u << 20);
+    EXPECT_OK(cohort_parse_size("S", "64MiB", &v));
+    ck_assert_uint_eq(v, 64u << 20);
+    EXPECT_OK(cohort_parse_size("S", "512B", &v));
+    ck_assert_uint_eq(v, 512);
+    EXPECT_OK(cohort_parse_size("S", " 16 k ", &v));
+    ck_assert_uint_eq(v, 16384);
+}
+END_TEST
+
+START_TEST(size_errors)
+{
+    size_t v = 5;
+    EXPECT_ERR(cohort_parse_size("COHORT_CHUNK", "", &v), "COHORT_CHUNK", "''");
+    EXPECT_ERR(cohort_parse_size("S", NULL, &v), "S:");
+    EXPECT_ERR(cohort_parse_size("S", "M", &v), "'M'");
+    EXPECT_ERR(cohort_parse_size("S", "-5", &v), "'-5'");
+    EXPECT_ERR(cohort_parse_size("S", "1.5G", &v), "'1.5G'");
+    EXPECT_ERR(cohort_parse_size("S", "64X", &v), "'64X'");
+    EXPECT_ERR(cohort_parse_size("S", "64MBB", &v), "'64MBB'");
+    EXPECT_ERR(cohort_parse_size("S", "64 M B", &v), "'64 M B'");
+    EXPECT_ERR(cohort_parse_size("S", "99999999999999999999999", &v), "too large");
+    char big[64];
+    snprintf(big, sizeof big, "%zuG", (SIZE_MAX >> 30) + 1);
+    EXPECT_ERR(cohort_parse_size("S", big, &v), big, "too large");
+    snprintf(big, sizeof big, "%zuG", SIZE_MAX >> 30);
+    EXPECT_OK(cohort_parse_size("S", big, &v));
+    ck_assert(v == (SIZE_MAX >> 30) << 30);
+}
+END_TEST
+
+/* ---- COHORT_SOCKET_IFNAME ---------------------------------------------------------------- */
+
+static int match4(const cohort_ifspec_t *s, const char *name, const char *ip)
+{
+    unsigned char a[4];
+    ck_assert_int_eq(inet_pton(AF_INET, ip, a), 1);
+    return cohort_ifspec_match(s, name, AF_INET, a);
+}
+
+static int match6(const cohort_ifspec_t *s, const char *name, const char *ip)
+{
+    unsigned char a[16];
+    ck_assert_int_eq(inet_pton(AF_INET6, ip, a), 1);
+    return cohort_ifspec_match(s, name, AF_INET6, a);
+}
+
+START_TEST(ifspec_prefix)
+{
+    cohort_ifspec_t s;
+    EXPECT_OK(cohort_ifspec_parse("IF", "eth,ib", &s));
+    ck_assert_int_eq(s.count, 2);
+    ck_assert_int_eq(s.exclude, 0);
+    ck_assert_str_eq(s.entries[0].name, "eth");
+    ck_assert_int_eq(s.entries[0].exact, 0);
+    ck_assert_int_eq(s.entries[0].family, 0);
+    ck_assert(cohort_ifspec_match(&s, "eth0", 0, NULL));
+    ck_assert(cohort_ifspec_match(&s, "eth", 0, NULL));
+    ck_assert(cohort_ifspec_match(&s, "ib1", AF_INET, "\x0a\0\0\1"));
+    ck_assert(!cohort_ifspec_match(&s, "lo", 0, NULL));
+    ck_assert(!cohort_ifspec_match(&s, "veth0", 0, NULL));    /* prefix of the name only */
+    ck_assert(!cohort_ifspec_match(&s, NULL, 0, NULL));
+    EXPECT_OK(cohort_ifspec_parse("IF", "  eth0:1 , ib ", &s));   /* spaces, alias names */
+    ck_assert_int_eq(s.count, 2);
+    ck_assert_str_eq(s.entries[0].name, "eth0:1");
+    ck_assert(cohort_ifspec_match(&s, "eth0:1", 0, NULL));
+    ck_assert(!cohort_ifspec_match(&s, "eth0", 0, NULL));
+}
+END_TEST
+
+START_TEST(ifspec_exact_and_exclude)
+{
+    cohort_ifspec_t s;
+    EXPECT_OK(cohort_ifspec_parse("IF", "=eth0,=ens1f0", &s));
+    ck_assert_int_eq(s.count, 2);
+    ck_assert_int_eq(s.entries[1].exact, 1);
+    ck_assert_str_eq(s.entries[1].name, "ens1f0");
+    ck_assert(cohort_ifspec_match(&s, "eth0", 0, NULL));
+    ck_assert(cohort_ifspec_match(&s, "ens1f0", 0, NULL));
+    ck_assert(!cohort_ifspec_match(&s, "eth01", 0, NULL));
+    ck_assert(!cohort_ifspec_match(&s, "eth", 0, NULL));
+
+    EXPECT_OK(cohort_ifspec_parse("IF", "^docker,lo", &s));
+    ck_assert_int_eq(s.exclude, 1);
+    ck_assert(!cohort_ifspec_match(&s, "docker0", 0, NULL));
+    ck_assert(!cohort_ifspec_match(&s, "lo", 0, NULL));
+    ck_assert(cohort_ifspec_match(&s, "eth0", 0, NULL));
+
+    EXPECT_OK(cohort_ifspec_parse("IF", " ^ =eth1", &s));
+    ck_assert_int_eq(s.exclude, 1);
+    ck_assert(!cohort_ifspec_match(&s, "eth1", 0, NULL));
+    ck_assert(cohort_ifspec_match(&s, "eth10", 0, NULL));
+}
+END_TEST
+
+START_TEST(ifspec_cidr)
+{
+    cohort_ifspec_t s;
+    EXPECT_OK(cohort_ifspec_parse("IF", "10.0.0.0/8,192.168.1.0/24", &s));
+    ck_assert_int_eq(s.count, 2);
+    ck_assert_int_eq(s.entries[0].family, AF_INET);
+    ck_assert_uint_eq(s.entries[0].prefix_len, 8);
+    ck_assert_str_eq(s.entries[0].name, "");
+    ck_assert(match4(&s, "eth0", "10.1.2.3"));
+    ck_assert(match4(&s, "eth1", "192.168.1.77"));
+    ck_assert(!match4(&s, "eth1", "192.168.2.1"));
+    ck_assert(!match4(&s, "eth1", "11.0.0.1"));
+    ck_assert(!match6(&s, "eth0", "::ffff:10.0.0.1"));       /* other family */
+    ck_assert(!cohort_ifspec_match(&s, "eth0", AF_INET, NULL));
+
+    EXPECT_OK(cohort_ifspec_parse("IF", "10.1.2.3/9", &s));   /* host bits are dropped */
+    unsigned char want[4] = {10, 0, 0, 0};
+    ck_assert_mem_eq(s.entries[0].net, want, 4);
+    ck_assert(match4(&s, "x", "10.127.255.255"));
+    ck_assert(!match4(&s, "x", "10.128.0.1"));
+
+    EXPECT_OK(cohort_ifspec_parse("IF", "fd00::/64", &s));
+    ck_assert_int_eq(s.entries[0].family, AF_INET6);
+    ck_assert(match6(&s, "x", "fd00::1"));
+    ck_assert(match6(&s, "x", "fd00::ffff:1"));
+    ck_assert(!match6(&s, "x", "fd00:0:0:1::1"));
+    ck_assert(!match4(&s, "x", "10.0.0.1"));
+
+    EXPECT_OK(cohort_ifspec_parse("IF", "10.0.0.5", &s));     /* a bare address is a /32 */
+    ck_assert_uint_eq(s.entries[0].prefix_len, 32);
+    ck_assert(match4(&s, "x", "10.0.0.5"));
+    ck_assert(!match4(&s, "x", "10.0.0.6"));
+    EXPECT_OK(cohort_ifspec_parse("IF", "::1", &s));
+    ck_assert_uint_eq(s.entries[0].prefix_len, 128);
+    ck_assert(match6(&s, "lo", "::1"));
+
+    EXPECT_OK(cohort_ifspec_parse("IF", "0.0.0.0/0", &s));
+    ck_assert(match4(&s, "x", "255.1.2.3"));
+    EXPECT_OK(cohort_ifspec_parse("IF", "^10.0.0.0/8", &s));
+    ck_assert(!match4(&s, "eth0", "10.9.9.9"));
+    ck_assert(match4(&s, "eth0", "172.16.0.1"));
+    ck_assert(match6(&s, "eth0", "fd00::1"));
+}
+END_TEST
+
+START_TEST(ifspec_mixed_and_unparsed)
+{
+    cohort_ifspec_t s;
+    EXPECT_OK(cohort_ifspec_parse("IF", "eth,=ib0,10.0.0.0/8", &s));
+    ck_assert_int_eq(s.count, 3);
+    ck_assert(match4(&s, "eth7", "1.2.3.4"));
+    ck_assert(match4(&s, "ib0", "1.2.3.4"));
+    ck_assert(!match4(&s, "ib1", "1.2.3.4"));
+    ck_assert(match4(&s, "ib1", "10.2.3.4"));
+
+    memset(&s, 0, sizeof s);                               /* never parsed: allows all */
+    ck_assert(cohort_ifspec_match(&s, "anything", 0, NULL));
+    ck_assert(cohort_ifspec_match(NULL, "anything", 0, NULL));
+
+    char list[256] = "";
+    for (int i = 0; i < COHORT_IFSPEC_MAX; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%se%d", i ? "," : "", i);
+    EXPECT_OK(cohort_ifspec_parse("IF", list, &s));
+    ck_assert_int_eq(s.count, COHORT_IFSPEC_MAX);
+    strcat(list, ",one_more");
+    EXPECT_ERR(cohort_ifspec_parse("IF", list, &s), "IF", "more than 16");
+}
+END_TEST
+
+START_TEST(ifspec_errors)
+{
+    cohort_ifspec_t s;
+    EXPECT_ERR(cohort_ifspec_parse("COHORT_SOCKET_IFNAME", "", &s), "COHORT_SOCKET_IFNAME",
+               "names no interfaces");
+    EXPECT_ERR(cohort_ifspec_parse("IF", NULL, &s), "IF:");
+    EXPECT_ERR(cohort_ifspec_parse("IF", "^", &s), "'^'", "names no interfaces");
+    EXPECT_ERR(cohort_ifspec_parse("IF", "eth,,ib", &s), "'eth,,ib'", "empty entry");
+    EXPECT_ERR(cohort_ifspec_parse("IF", "eth,", &s), "'eth,'", "empty entry");
+    EXPECT_ERR(cohort_ifspec_parse("IF", ",eth", &s), "',eth'", "empty entry");
+    EXPECT_ERR(cohort_ifspec_parse("IF", "eth,^lo", &s), "'eth,^lo'", "'^'");
+    EXPECT_ERR(cohort_ifspec_parse("IF", "10.0.0.0/33", &s), "'10.0.0.0/33'");
+    EXPECT_ERR(cohort_ifspec_parse("IF", "10.0.0.0/x", &s), "'10.0.0.0/x'");
+    EXPECT_ERR(cohort_ifspec_parse("IF", "10.0.0.0/", &s), "'10.0.0.0/'");
+    EXPECT_ERR(cohort_ifspec_parse("IF", "10.0.0.0/+8", &s), "'10.0.0.0/+8'");
+    EXPECT_ERR(cohort_ifspec_parse("IF", "300.1.1.1/8", &s), "'300.1.1.1/8'", "network");
+    EXPECT_ERR(cohort_ifspec_parse("IF", "fd00::/129", &s), "'fd00::/129'");
+    EXPECT_ERR(cohort_ifspec_parse("IF", "eth0/1", &s), "'eth0/1'");
+    EXPECT_ERR(cohort_ifspec_parse("IF", "=", &s), "'='");
+    EXPECT_ERR(cohort_ifspec_parse("IF", "==eth0", &s), "'==eth0'");
+    EXPECT_ERR(cohort_ifspec_parse("IF", "eth 0", &s), "'eth 0'");
+    EXPECT_ERR(cohort_ifspec_parse("IF", "=eth0123456789012345678901234567890", &s),
+               "'eth0123456789012345678901234567890'", "longer than 31");
+}
+END_TEST
+
+/* ---- hostfiles --------------------------------------------------------------------------- */
+
+START_TEST(hostfile_grammar)
+{
+    cohort_host_slots_t *h;
+    int n;
+    const char *text = "node1 slots=4\n"
+                       "node2\n"
+                       "# a comment line\n"
+                       "\n"
+                       "   \t \n"
+                       "  node3   slots=2   # trailing comment\n"
+                       "node4 slots = 3 max_slots=8\n"
+                       "10.0.0.5 max_slots=2\n"
+                       "node5\tslots=1#no space before the comment";
+    EXPECT_OK(cohort_hostfile_parse_text("hf", text, &h, &n));
+    ck_assert_int_eq(n, 6);
+    ck_assert_str_eq(h[0].host, "node1");
+    ck_assert_int_eq(h[0].slots, 4);
+    ck_assert_str_eq(h[1].host, "node2");
+    ck_assert_int_eq(h[1].slots, 1);
+    ck_assert_str_eq(h[2].host, "node3");
+    ck_assert_int_eq(h[2].slots, 2);
+    ck_assert_str_eq(h[3].host, "node4");
+    ck_assert_int_eq(h[3].slots, 3);
+    ck_assert_str_eq(h[4].host, "10.0.0.5");
+    ck_assert_int_eq(h[4].slots, 1);
+    ck_assert_str_eq(h[5].host, "node5");
+    ck_assert_int_eq(h[5].slots, 1);
+    free(h);
+
+    EXPECT_OK(cohort_hostfile_parse_text("hf", "a slots=2\r\nb\r\na slots=3\r\n", &h, &n));
+    ck_assert_int_eq(n, 2);                               /* repeated hosts add up */
+    ck_assert_str_eq(h[0].host, "a");
+    ck_assert_int_eq(h[0].slots, 5);
+    ck_assert_int_eq(h[1].slots, 1);
+    free(h);
+}
+END_TEST
+
+START_TEST(hostfile_errors)
+{
+    cohort_host_slots_t *h = (cohort_host_slots_t *)1;
+    int n = 99;
+    EXPECT_ERR(cohort_hostfile_parse_text("hf", "a slots=x", &h, &n), "hf:1", "'a slots=x'");
+    ck_assert_ptr_null(h);
+    ck_assert_int_eq(n, 0);
+    EXPECT_ERR(cohort_hostfile_parse_text("hf", "a\nb slot=2\n", &h, &n), "hf:2", "'b slot=2'",
+               "unknown key");
+    EXPECT_ERR(cohort_hostfile_parse_text("hf", "a\n\n# c\nslots=4\n", &h, &n), "hf:4",
+               "'slots=4'", "host name");
+    EXPECT_ERR(cohort_hostfile_parse_text("hf", "a slots=0", &h, &n), "hf:1", "'a slots=0'");
+    EXPECT_ERR(cohort_hostfile_parse_text("hf", "a slots=-1", &h, &n), "'a slots=-1'");
+    EXPECT_ERR(cohort_hostfile_parse_text("hf", "a slots=99999999999", &h, &n),
+               "'a slots=99999999999'");
+    EXPECT_ERR(cohort_hostfile_parse_text("hf", "a slots=2 slots=3", &h, &n), "twice");
+    EXPECT_ERR(cohort_hostfile_parse_text("hf", "a 4", &h, &n), "hf:1", "'a 4'", "key=value");
+    EXPECT_ERR(cohort_hostfile_parse_text("hf", "a slots", &h, &n), "'a slots'");
+    EXPECT_ERR(cohort_hostfile_parse_text("hf", "a slots=", &h, &n), "'a slots='");
+    EXPECT_ERR(cohort_hostfile_parse_text("hf", "a slots=4x", &h, &n), "'a slots=4x'");
+    EXPECT_ERR(cohort_hostfile_parse_text("hf", "a max_slots=x", &h, &n), "'a max_slots=x'");
+    EXPECT_ERR(cohort_hostfile_parse_text("hf", "a slots=2 =3", &h, &n), "'a slots=2 =3'");
+    EXPECT_ERR(cohort_hostfile_parse_text("hf", "", &h, &n), "hf", "no hosts");
+    EXPECT_ERR(cohort_hostfile_parse_text("hf", "# only\n\n", &h, &n), "no hosts");
+    EXPECT_ERR(cohort_hostfile_parse_text(NULL, "x y", &h, &n), "hostfile:1", "'x y'");
+    char line[400];
+    memset(line, 'h', 300);
+    line[300] = '\0';
+    EXPECT_ERR(cohort_hostfile_parse_text("hf", line, &h, &n), "hf:1", "hhhhhhhh...");
+    EXPECT_ERR(cohort_hostfile_parse_text("hf", "a\x01 slots=1", &h, &n), "'a? slots=1'");
+    ck_assert_ptr_null(h);
+    ck_assert_int_eq(n, 0);
+}
+END_TEST
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+START_TEST(hostfile_from_file)
+{
+    char path[] = "/tmp/cohort_test_hostfile_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    cohort_host_slots_t *h;
+    int n;
+
+    write_file(path, "# cluster\nnode1 slots=8\nnode2 slots=8 # second\n");
+    EXPECT_OK(cohort_hostfile_parse(path, &h, &n));
+    ck_assert_int_eq(n, 2);
+    ck_assert_str_eq(h[1].host, "node2");
+    ck_assert_int_eq(h[1].slots, 8);
+    free(h);
+
+    write_file(path, "node1 slots=8\n\nnode2 slots=eight\n");
+    char want[128];
+    snprintf(want, sizeof want, "%s:3", path);
+    EXPECT_ERR(cohort_hostfile_parse(path, &h, &n), want, "'node2 slots=eight'");
+
+    write_file(path, "");
+    EXPECT_ERR(cohort_hostfile_parse(path, &h, &n), path, "no hosts");
+
+    FILE *f = fopen(path, "w");                           /* larger than one read buffer */
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i < 2000; i++)
+        fprintf(f, "host%04d slots=%d   # padding padding padding\n", i, i % 7 + 1);
+    fclose(f);
+    EXPECT_OK(cohort_hostfile_parse(path, &h, &n));
+    ck_assert_int_eq(n, 2000);
+    ck_assert_str_eq(h[1999].host, "host1999");
+    ck_assert_int_eq(h[1999].slots, 1999 % 7 + 1);
+    free(h);
+
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fwrite("a\0b\n", 1, 4, f);
+    fclose(f);
+    EXPECT_ERR(cohort_hostfile_parse(path, &h, &n), path, "NUL");
+
+    unlink(path);
+    EXPECT_ERR(cohort_hostfile_parse(path, &h, &n), path, "cannot open");
+    /* A directory: fopen may succeed, then reading fails (a system error on Linux). */
+    ck_assert_int_lt(cohort_hostfile_parse("/", &h, &n), 0);
+    ck_assert_ptr_nonnull(strstr(cohort_last_error(), "hostfile '/'"));
+    EXPECT_ERR(cohort_hostfile_parse(NULL, &h, &n), "no path");
+    ck_assert_ptr_null(h);
+}
+END_TEST
+
+/* ---- -H lists ---------------------------------------------------------------------------- */
+
+START_TEST(hostlist_grammar)
+{
+    cohort_host_slots_t *h;
+    int n;
+    EXPECT_OK(cohort_hostlist_parse("a:2,b,c:1", &h, &n));
+    ck_assert_int_eq(n, 3);
+    ck_assert_str_eq(h[0].host, "a");
+    ck_assert_int_eq(h[0].slots, 2);
+    ck_assert_str_eq(h[1].host, "b");
+    ck_assert_int_eq(h[1].slots, 1);
+    ck_assert_str_eq(h[2].host, "c");
+    ck_assert_int_eq(h[2].slots, 1);
+    free(h);
+
+    EXPECT_OK(cohort_hostlist_parse(" node-1.example.com:4 , 10.0.0.2 ", &h, &n));
+    ck_assert_int_eq(n, 2);
+    ck_assert_str_eq(h[0].host, "node-1.example.com");
+    ck_assert_int_eq(h[0].slots, 4);
+    ck_assert_str_eq(h[1].host, "10.0.0.2");
+    free(h);
+
+    EXPECT_OK(cohort_hostlist_parse("[::1]:3,[fd00::2],a,a:2", &h, &n));
+    ck_assert_int_eq(n, 3);
+    ck_assert_str_eq(h[0].host, "::1");
+    ck_assert_int_eq(h[0].slots, 3);
+    ck_assert_str_eq(h[1].host, "fd00::2");
+    ck_assert_int_eq(h[1].slots, 1);
+    ck_assert_str_eq(h[2].host, "a");
+    ck_assert_int_eq(h[2].slots, 3);
+    free(h);
+}
+END_TEST
+
+START_TEST(hostlist_errors)
+{
+    cohort_host_slots_t *h = (cohort_host_slots_t *)1;
+    int n = 5;
+    EXPECT_ERR(cohort_hostlist_parse("", &h, &n), "-H", "no hosts");
+    ck_assert_ptr_null(h);
+    ck_assert_int_eq(n, 0);
+    EXPECT_ERR(cohort_hostlist_parse(NULL, &h, &n), "no hosts");
+    EXPECT_ERR(cohort_hostlist_parse("a,,b", &h, &n), "'a,,b'", "empty entry");
+    EXPECT_ERR(cohort_hostlist_parse("a,", &h, &n), "'a,'", "empty entry");
+    EXPECT_ERR(cohort_hostlist_parse("a:", &h, &n), "'a:'", "slots");
+    EXPECT_ERR(cohort_hostlist_parse("b,a:x", &h, &n), "'a:x'");
+    EXPECT_ERR(cohort_hostlist_parse("a:0", &h, &n), "'a:0'");
+    EXPECT_ERR(cohort_hostlist_parse("a:-2", &h, &n), "'a:-2'");
+    EXPECT_ERR(cohort_hostlist_parse("a: 2", &h, &n), "'a: 2'");
+    EXPECT_ERR(cohort_hostlist_parse("a:99999999", &h, &n), "'a:99999999'");
+    EXPECT_ERR(cohort_hostlist_parse(":2", &h, &n), "':2'", "host name");
+    EXPECT_ERR(cohort_hostlist_parse("fe80::1", &h, &n), "'fe80::1'", "brackets");
+    EXPECT_ERR(cohort_hostlist_parse("a:2:3", &h, &n), "'a:2:3'");
+    EXPECT_ERR(cohort_hostlist_parse("[::1", &h, &n), "'[::1'", "']'");
+    EXPECT_ERR(cohort_hostlist_parse("[::1]x", &h, &n), "'[::1]x'");
+    EXPECT_ERR(cohort_hostlist_parse("[]:2", &h, &n), "'[]:2'");
+    EXPECT_ERR(cohort_hostlist_parse("a b:2", &h, &n), "'a b:2'");
+    EXPECT_ERR(cohort_hostlist_parse("a=b", &h, &n), "'a=b'");
+    ck_assert_ptr_null(h);
+}
+END_TEST
+
+/* ---- COHORT_ALGO ------------------------------------------------------------------------- */
+
+START_TEST(algo_grammar)
+{
+    cohort_algo_spec_t s;
+    EXPECT_OK(cohort_algo_spec_parse("COHORT_ALGO", "allreduce:ring;broadcast:tree", &s));
+    ck_assert_int_eq(s.count, 2);
+    ck_assert_str_eq(cohort_algo_spec_get(&s, "allreduce"), "ring");
+    ck_assert_str_eq(cohort_algo_spec_get(&s, "broadcast"), "tree");
+    ck_assert_ptr_null(cohort_algo_spec_get(&s, "reduce"));
+    ck_assert_ptr_null(cohort_algo_spec_get(&s, NULL));
+    ck_assert_ptr_null(cohort_algo_spec_get(NULL, "allreduce"));
+
+    EXPECT_OK(cohort_algo_spec_parse("A", " allreduce : rd ;  reduce_scatter:ring ; barrier:"
+                                     "dissemination ", &s));
+    ck_assert_int_eq(s.count, 3);
+    ck_assert_str_eq(cohort_algo_spec_get(&s, "allreduce"), "rd");
+    ck_assert_str_eq(cohort_algo_spec_get(&s, "reduce_scatter"), "ring");
+    ck_assert_str_eq(cohort_algo_spec_get(&s, "barrier"), "dissemination");
+
+    EXPECT_OK(cohort_algo_spec_parse("A", "reduce:tree;allgather:ring;alltoall:pairwise", &s));
+    ck_assert_int_eq(s.count, 3);
+
+    EXPECT_OK(cohort_algo_spec_parse("A", "", &s));       /* no choices */
+    ck_assert_int_eq(s.count, 0);
+    EXPECT_OK(cohort_algo_spec_parse("A", "  ", &s));
+    ck_assert_int_eq(s.count, 0);
+    EXPECT_OK(cohort_algo_spec_parse("A", NULL, &s));
+    ck_assert_int_eq(s.count, 0);
+}
+END_TEST
+
+START_TEST(algo_errors)
+{
+    cohort_algo_spec_t s;
+    EXPECT_ERR(cohort_algo_spec_parse("COHORT_ALGO", "allreduce", &s), "COHORT_ALGO",
+               "'allreduce'", "':'");
+    EXPECT_ERR(cohort_algo_spec_parse("A", "allreduce:", &s), "'allreduce:'", "empty");
+    EXPECT_ERR(cohort_algo_spec_parse("A", ":ring", &s), "':ring'", "empty");
+    EXPECT_ERR(cohort_algo_spec_parse("A", "allreduce:ring;;broadcast:tree", &s),
+               "'allreduce:ring;;broadcast:tree'", "empty entry");
+    EXPECT_ERR(cohort_algo_spec_parse("A", "allreduce:ring;", &s), "empty entry");
+    EXPECT_ERR(cohort_algo_spec_parse("A", "allreduc:ring", &s), "'allreduc:ring'",
+               "unknown collective");
+    EXPECT_ERR(cohort_algo_spec_parse("A", "AllReduce:ring", &s), "'AllReduce:ring'");
+    EXPECT_ERR(cohort_algo_spec_parse("A", "allreduce:Ring", &s), "'allreduce:Ring'",
+               "algorithm name");
+    EXPECT_ERR(cohort_algo_spec_parse("A", "allreduce:ring:x", &s), "'allreduce:ring:x'");
+    EXPECT_ERR(cohort_algo_spec_parse("A", "allreduce:ri ng", &s), "'allreduce:ri ng'");
+    EXPECT_ERR(cohort_algo_spec_parse("A", "allreduce:ring;allreduce:rd", &s),
+               "'allreduce:rd'", "twice");
+    EXPECT_ERR(cohort_algo_spec_parse("A", "allreduce:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+                                      &s), "algorithm name");
+    EXPECT_ERR(cohort_algo_spec_parse("A", "allreduce,ring", &s), "'allreduce,ring'");
+}
+END_TEST
+
+/* ---- COHORT_TRANSPORTS ------------------------------------------------------------------- */
+
+START_TEST(transports_grammar)
+{
+    cohort_transport_list_t l;
+    EXPECT_OK(cohort_transport_list_parse("T", "shm,tcp", &l));
+    ck_assert_int_eq(l.exclude, 0);
+    ck_assert_int_eq(l.count, 2);
+    ck_assert_str_eq(l.names[0], "shm");
+    ck_assert_str_eq(l.names[1], "tcp");
+    EXPECT_OK(cohort_transport_list_parse("T", "^verbs,ucx", &l));
+    ck_assert_int_eq(l.exclude, 1);
+    ck_assert_int_eq(l.count, 2);
+    ck_assert_str_eq(l.names[0], "verbs");
+    ck_assert_str_eq(l.names[1], "ucx");
+    EXPECT_OK(cohort_transport_list_parse("T", " ^ nccl ", &l));
+    ck_assert_int_eq(l.exclude, 1);
+    ck_assert_int_eq(l.count, 1);
+    ck_assert_str_eq(l.names[0], "nccl");
+    EXPECT_OK(cohort_transport_list_parse("T", " tcp , my_net2 ", &l));
+    ck_assert_str_eq(l.names[1], "my_net2");
+}
+END_TEST
+
+START_TEST(transports_errors)
+{
+    cohort_transport_list_t l;
+    EXPECT_ERR(cohort_transport_list_parse("COHORT_TRANSPORTS", "", &l), "COHORT_TRANSPORTS",
+               "names no transports");
+    EXPECT_ERR(cohort_transport_list_parse("T", NULL, &l), "names no transports");
+    EXPECT_ERR(cohort_transport_list_parse("T", "^", &l), "'^'");
+    EXPECT_ERR(cohort_transport_list_parse("T", "shm,,tcp", &l), "'shm,,tcp'", "empty entry");
+    EXPECT_ERR(cohort_transport_list_parse("T", "shm,", &l), "'shm,'", "empty entry");
+    EXPECT_ERR(cohort_transport_list_parse("T", ",shm", &l), "empty entry");
+    EXPECT_ERR(cohort_transport_list_parse("T", "Shm", &l), "'Shm'", "transport name");
+    EXPECT_ERR(cohort_transport_list_parse("T", "sh-m", &l), "'sh-m'");
+    EXPECT_ERR(cohort_transport_list_parse("T", "shm tcp", &l), "'shm tcp'");
+    EXPECT_ERR(cohort_transport_list_parse("T", "shm,^tcp", &l), "'^tcp'");
+    EXPECT_ERR(cohort_transport_list_parse("T", "shm,tcp,shm", &l), "'shm'", "twice");
+    EXPECT_ERR(cohort_transport_list_parse("T", "a23456789012345678901234567890123", &l),
+               "'a23456789012345678901234567890123'");
+    char list[256] = "";
+    for (int i = 0; i < COHORT_TRANSPORT_LIST_MAX; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%st%d", i ? "," : "", i);
+    EXPECT_OK(cohort_transport_list_parse("T", list, &l));
+    ck_assert_int_eq(l.count, COHORT_TRANSPORT_LIST_MAX);
+    strcat(list, ",extra");
+    EXPECT_ERR(cohort_transport_list_parse("T", list, &l), "'extra'", "too many");
+}
+END_TEST
+
+static Suite *parse_suite(void)
+{
+    Suite *s = suite_create("parse");
+    TCase *num = tcase_create("numbers");
+    tcase_add_test(num, long_ok);
+    tcase_add_test(num, long_errors);
+    tcase_add_test(num, double_ok);
+    tcase_add_test(num, double_errors);
+    tcase_add_test(num, size_ok);
+    tcase_add_test(num, size_errors);
+    suite_add_tcase(s, num);
+
+    TCase *ifs = tcase_create("ifspec");
+    tcase_add_test(ifs, ifspec_prefix);
+    tcase_add_test(ifs, ifspec_exact_and_exclude);
+    tcase_add_test(ifs, ifspec_cidr);
+    tcase_add_test(ifs, ifspec_mixed_and_unparsed);
+    tcase_add_test(ifs, ifspec_errors);
+    suite_add_tcase(s, ifs);
+
+    TCase *hosts = tcase_create("hosts");
+    tcase_add_test(hosts, hostfile_grammar);
+    tcase_add_test(hosts, hostfile_errors);
+    tcase_add_test(hosts, hostfile_from_file);
+    tcase_add_test(hosts, hostlist_grammar);
+    tcase_add_test(hosts, hostlist_errors);
+    suite_add_tcase(s, hosts);
+
+    TCase *lists = tcase_create("lists");
+    tcase_add_test(lists, algo_grammar);
+    tcase_add_test(lists, algo_errors);
+    tcase_add_test(lists, transports_grammar);
+    tcase_add_test(lists, transports_errors);
+    suite_add_tcase(s, lists);
+    return s;
+}
+
+int main(void)
+{
+    setenv("COHORT_DEBUG", "NONE", 1);   /* the errors tested here need not be logged too */
+    SRunner *sr = srunner_create(parse_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed != 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,4 @@
+# cohortrun: the launcher (docs/launching.md). Uses core/ internals directly.
+bin_PROGRAMS += tools/cohortrun
+tools_cohortrun_SOURCES = tools/cohortrun.c
+tools_cohortrun_LDADD = libcohort.la

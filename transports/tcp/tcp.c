@@ -1,0 +1,1697 @@
+/* cohort TCP transport (libcohort-tcp.so).
+ *
+ * Knows only <cohort/plugin.h>: logging, errors, settings, interfaces and the job's HMAC come
+ * from the host table. Everything is non-blocking; work happens in progress()/test()/conn_test()
+ * and the endpoint's epoll fd (ep_fd) lets the core sleep while nothing can move.
+ *
+ * Structure
+ *   endpoint  listening socket + epoll fd + the sockets still in their handshake ("incoming")
+ *             + authenticated sockets no accept() has claimed yet ("early") + its conns.
+ *   conn      nsocks sockets to one peer. Sends are queues of segments per socket; receives are
+ *             posted irecvs waiting for their header on socket 0 plus per-socket segment queues.
+ *   request   owns up to nsocks segments; freed once the user has seen its final status and no
+ *             socket queue still points at it (a mismatched receive drains its payload after the
+ *             user has been told).
+ * Wire format: see tcp_wire.h. Not thread-safe: the core serialises calls per endpoint.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+#include <cohort/plugin.h>
+
+#include "tcp_wire.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SUBSYS "net"
+#define TCP_PLUGIN_VERSION "0.1.0"
+#define TCP_DEFAULT_NSOCKS 2
+#define TCP_STAGE_SIZE ((size_t)64 * 1024)     /* socket 0 read-ahead buffer */
+#define TCP_DIRECT_MIN ((size_t)8 * 1024)      /* read straight into the user buffer above this */
+#define TCP_SCRATCH_SIZE ((size_t)64 * 1024)   /* where discarded payload goes */
+#define TCP_MAX_INCOMING 1024                   /* unauthenticated sockets kept at once */
+#define TCP_IOV_BATCH 64
+#define TCP_ADDRSTR 64
+
+
+/* ---- objects ----------------------------------------------------------------------------- */
+
+enum { FD_LISTEN = 1, FD_INCOMING, FD_SOCK, FD_EVENT };
+
+typedef struct fdent {
+    int kind;
+    void *obj;
+} fdent_t;
+
+struct tcp_ep;
+struct tcp_conn;
+struct tcp_req;
+
+typedef struct tcp_ctx {
+    const cohort_host_v1_t *host;
+    struct tcp_ep *eps;            /* every open endpoint, closed by finalize if left open */
+} tcp_ctx_t;
+
+/* An accepted socket: in its handshake, or authenticated and waiting for accept(). */
+enum { IN_HELLO = 1, IN_ACK, IN_READY };
+typedef struct incoming {
+    fdent_t ent;
+    struct incoming *next, *prev;
+    struct tcp_ep *ep;
+    int fd;
+    int state;
+    uint32_t events;
+    unsigned char hello[TCP_HELLO_SIZE];
+    size_t off;
+    unsigned char ack[TCP_ACK_SIZE];
+    size_t ack_off;
+    int src, sock_idx, nsocks;
+    char addr[TCP_ADDRSTR];
+} incoming_t;
+
+typedef struct seg {
+    struct seg *next;
+    struct tcp_req *req;
+    const unsigned char *hdr;      /* send: message header before the payload (socket 0) */
+    size_t hdrlen;
+    char *ptr;                     /* receive: NULL = discard */
+    size_t len;
+    size_t off;                    /* bytes done, over hdrlen + len */
+} seg_t;
+
+/* Socket states (connector side goes through all; accepted sockets start READY). */
+enum { S_UNUSED = 0, S_CONNECTING, S_HELLO, S_ACK, S_READY, S_CLOSED };
+typedef struct tsock {
+    fdent_t ent;
+    struct tcp_conn *conn;
+    int idx;
+    int fd;
+    int state;
+    uint32_t events;               /* currently registered with epoll */
+    unsigned char hello[TCP_HELLO_SIZE];
+    size_t hello_off;
+    unsigned char ack[TCP_ACK_SIZE];
+    size_t ack_off;
+    seg_t *txh, *txt;
+    seg_t *rxh, *rxt;
+} tsock_t;
+
+enum { C_CONNECTING = 1, C_READY, C_FAILED };
+typedef struct tcp_conn {
+    struct tcp_ep *ep;
+    struct tcp_conn *next, *prev;
+    int peer;
+    int connector;
+    int state;
+    cohort_status_t err;
+    char errmsg[384];
+    char peer_addr[TCP_ADDRSTR];
+    int nsocks;                    /* 0 on the accept side until the first socket is claimed */
+    int nready;
+    int claimed[TCP_MAX_NSOCKS];   /* accept side: socket index seen (duplicates are refused) */
+    tsock_t socks[TCP_MAX_NSOCKS];
+    struct tcp_req *unm_h, *unm_t; /* posted receives waiting for their header, in order */
+    struct tcp_req *def_h, *def_t; /* requests posted before the conn was ready, in order */
+    struct tcp_req *all;           /* every live request of this conn */
+    unsigned char hdr[TCP_MSG_HDR_SIZE];
+    size_t hdr_off;
+    unsigned char *stage;          /* socket 0 read-ahead: valid bytes [st_off, st_len) */
+    size_t st_off, st_len;
+} tcp_conn_t;
+
+typedef struct tcp_req {
+    tcp_conn_t *conn;
+    struct tcp_req *anext, *aprev; /* conn->all */
+    struct tcp_req *qnext;         /* unmatched / deferred queue */
+    int is_send;
+    char *buf;
+    size_t len;
+    uint64_t tag;
+    size_t nbytes;
+    int segs_left;
+    int done;                      /* final status known */
+    int released;                  /* the user has been given the final status */
+    cohort_status_t status;
+    char *errmsg;                  /* request-specific failure text (mismatch) */
+    unsigned char hdr[TCP_MSG_HDR_SIZE];
+    int nseg_cap;
+    seg_t seg[];
+} tcp_req_t;
+
+typedef struct tcp_ep {
+    tcp_ctx_t *ctx;
+    const cohort_host_v1_t *host;
+    struct tcp_ep *next, *prev;
+    int rank, nranks;
+    uint64_t comm_id;
+    char job_id[TCP_JOBID_LEN];
+    unsigned char job_hash[TCP_MAC_LEN];
+    int family;
+    unsigned char laddr[16];
+    uint16_t port;
+    char addrstr[TCP_ADDRSTR];
+    char ifname[32];
+    int nsocks;
+    int listen_fd;
+    int epfd;
+    fdent_t listen_ent;
+    incoming_t *inc_h, *inc_t;     /* handshaking, oldest first */
+    int ninc;
+    incoming_t *early;             /* authenticated, unclaimed */
+    tcp_conn_t *conns;
+    unsigned char *scratch;
+    /* Wake-up for completions the caller cannot have seen: a request that completes inside
+     * another request's test() (or conn_test, or an isend/irecv of another request) makes
+     * evfd readable until the next progress(), so a core that tests what it waits for and
+     * then sleeps in poll(ep_fd) wakes up and finds it. */
+    int evfd;
+    fdent_t ev_ent;
+    int signalled;
+    int in_progress;               /* inside progress(): completions are seen by the tests after */
+    struct tcp_req *cur_req;       /* the request the current call is about */
+} tcp_ep_t;
+
+/* ---- small helpers ----------------------------------------------------------------------- */
+
+static int ct_equal(const unsigned char *a, const unsigned char *b, size_t n)
+{
+    unsigned char d = 0;
+    for (size_t i = 0; i < n; i++) d |= (unsigned char)(a[i] ^ b[i]);
+    return d == 0;
+}
+
+static void format_sockaddr(const struct sockaddr_storage *ss, char *buf, size_t len)
+{
+    char a[INET6_ADDRSTRLEN] = "?";
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *s = (const struct sockaddr_in *)(const void *)ss;
+        inet_ntop(AF_INET, &s->sin_addr, a, sizeof a);
+        snprintf(buf, len, "%s:%u", a, (unsigned)ntohs(s->sin_port));
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)(const void *)ss;
+        inet_ntop(AF_INET6, &s->sin6_addr, a, sizeof a);
+        snprintf(buf, len, "[%s]:%u", a, (unsigned)ntohs(s->sin6_port));
+    } else {
+        snprintf(buf, len, "(unknown address family %d)", (int)ss->ss_family);
+    }
+}
+
+static void format_addr(int family, const unsigned char *addr, uint16_t port, char *buf,
+                        size_t len)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    if (family == AF_INET) {
+        struct sockaddr_in *s = (struct sockaddr_in *)(void *)&ss;
+        s->sin_family = AF_INET;
+        memcpy(&s->sin_addr, addr, 4);
+        s->sin_port = htons(port);
+    } else {
+        struct sockaddr_in6 *s = (struct sockaddr_in6 *)(void *)&ss;
+        s->sin6_family = AF_INET6;
+        memcpy(&s->sin6_addr, addr, 16);
+        s->sin6_port = htons(port);
+    }
+    format_sockaddr(&ss, buf, len);
+}
+
+static socklen_t make_sockaddr(int family, const unsigned char *addr, uint16_t port,
+                               uint32_t scope, struct sockaddr_storage *ss)
+{
+    memset(ss, 0, sizeof *ss);
+    if (family == AF_INET) {
+        struct sockaddr_in *s = (struct sockaddr_in *)(void *)ss;
+        s->sin_family = AF_INET;
+        memcpy(&s->sin_addr, addr, 4);
+        s->sin_port = htons(port);
+        return sizeof *s;
+    }
+    struct sockaddr_in6 *s = (struct sockaddr_in6 *)(void *)ss;
+    s->sin6_family = AF_INET6;
+    memcpy(&s->sin6_addr, addr, 16);
+    s->sin6_port = htons(port);
+    s->sin6_scope_id = scope;
+    return sizeof *s;
+}
+
+static void set_nodelay(int fd)
+{
+    int one = 1;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+static void close_fd(int epfd, int fd)
+{
+    if (fd < 0) return;
+    if (epfd >= 0) (void)epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+    (void)close(fd);
+}
+
+static void make_nonce(const cohort_host_v1_t *host, unsigned char nonce[TCP_NONCE_LEN])
+{
+    ssize_t got = getrandom(nonce, TCP_NONCE_LEN, GRND_NONBLOCK);
+    if (got == (ssize_t)TCP_NONCE_LEN) return;
+    /* No entropy pool yet: uniqueness is all a nonce needs, so mix time, pid and a counter. */
+    static uint64_t counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    unsigned char in[32], out[32];
+    tcp_put64(in, (uint64_t)ts.tv_sec);
+    tcp_put64(in + 8, (uint64_t)ts.tv_nsec);
+    tcp_put64(in + 16, (uint64_t)getpid());
+    tcp_put64(in + 24, ++counter);
+    host->auth(in, sizeof in, out);
+    memcpy(nonce, out, TCP_NONCE_LEN);
+}
+
+/* ---- requests ---------------------------------------------------------------------------- */
+
+static void req_maybe_free(tcp_req_t *r)
+{
+    if (!r->done || !r->released || r->segs_left > 0) return;
+    tcp_conn_t *c = r->conn;
+    if (r->aprev) r->aprev->anext = r->anext;
+    else c->all = r->anext;
+    if (r->anext) r->anext->aprev = r->aprev;
+    free(r->errmsg);
+    free(r);
+}
+
+static void req_finish(tcp_req_t *r, cohort_status_t st)
+{
+    if (r->done) return;
+    r->done = 1;
+    r->status = st;
+    tcp_ep_t *ep = r->conn->ep;
+    if (!ep->in_progress && r != ep->cur_req && !ep->signalled && ep->evfd >= 0) {
+        uint64_t one = 1;
+        ssize_t w;
+        do w = write(ep->evfd, &one, sizeof one);
+        while (w < 0 && errno == EINTR);
+        ep->signalled = 1;
+    }
+}
+
+static void seg_complete(seg_t *s)
+{
+    tcp_req_t *r = s->req;
+    if (--r->segs_left == 0) {
+        req_finish(r, COHORT_SUCCESS);
+        req_maybe_free(r);
+    }
+}
+
+static void q_push(tcp_req_t **h, tcp_req_t **t, tcp_req_t *r)
+{
+    r->qnext = NULL;
+    if (*t) (*t)->qnext = r;
+    else *h = r;
+    *t = r;
+}
+
+static tcp_req_t *q_pop(tcp_req_t **h, tcp_req_t **t)
+{
+    tcp_req_t *r = *h;
+    if (!r) return NULL;
+    *h = r->qnext;
+    if (!*h) *t = NULL;
+    r->qnext = NULL;
+    return r;
+}
+
+static void seg_push(seg_t **h, seg_t **t, seg_t *s)
+{
+    s->next = NULL;
+    if (*t) (*t)->next = s;
+    else *h = s;
+    *t = s;
+}
+
+static seg_t *seg_pop(seg_t **h, seg_t **t)
+{
+    seg_t *s = *h;
+    *h = s->next;
+    if (!*h) *t = NULL;
+    s->next = NULL;
+    return s;
+}
+
+/* ---- epoll interest ---------------------------------------------------------------------- */
+
+static int conn_rx0_wants(const tcp_conn_t *c)
+{
+    return c->socks[0].rxh != NULL || c->unm_h != NULL;
+}
+
+static uint32_t sock_wanted_events(const tsock_t *s)
+{
+    switch (s->state) {
+    case S_CONNECTING:
+    case S_HELLO:
+        return EPOLLOUT;
+    case S_ACK:
+        return EPOLLIN;
+    case S_READY: {
+        uint32_t ev = 0;
+        if (s->txh) ev |= EPOLLOUT;
+        if (s->idx == 0 ? conn_rx0_wants(s->conn) : s->rxh != NULL) ev |= EPOLLIN;
+        return ev;
+    }
+    default:
+        return 0;
+    }
+}
+
+static void conn_fail(tcp_conn_t *c, cohort_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void sock_update(tsock_t *s)
+{
+    if (s->fd < 0) return;
+    uint32_t want = sock_wanted_events(s);
+    if (want == s->events) return;
+    struct epoll_event ev = { .events = want, .data.ptr = &s->ent };
+    if (epoll_ctl(s->conn->ep->epfd, EPOLL_CTL_MOD, s->fd, &ev) != 0) {
+        int e = errno;
+        conn_fail(s->conn, COHORT_ERR_TRANSPORT, "tcp: epoll_ctl on the socket to rank %d "
+                  "(%s) failed: %s", s->conn->peer, s->conn->peer_addr, strerror(e));
+        return;
+    }
+    s->events = want;
+}
+
+static void conn_update(tcp_conn_t *c)
+{
+    if (c->state == C_FAILED) return;
+    for (int i = 0; i < c->nsocks && c->state != C_FAILED; i++) sock_update(&c->socks[i]);
+}
+
+/* ---- connection failure ------------------------------------------------------------------ */
+
+static void conn_close_sockets(tcp_conn_t *c)
+{
+    for (int i = 0; i < TCP_MAX_NSOCKS; i++) {
+        tsock_t *s = &c->socks[i];
+        close_fd(c->ep->epfd, s->fd);
+        s->fd = -1;
+        s->state = S_CLOSED;
+        s->events = 0;
+        while (s->txh) seg_pop(&s->txh, &s->txt)->req->segs_left--;
+        while (s->rxh) seg_pop(&s->rxh, &s->rxt)->req->segs_left--;
+    }
+}
+
+/* Every pending and later request fails with st and the message. */
+static void conn_fail(tcp_conn_t *c, cohort_status_t st, const char *fmt, ...)
+{
+    if (c->state == C_FAILED) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
+    va_end(ap);
+    c->state = C_FAILED;
+    c->err = st;
+    c->ep->host->log(COHORT_LOG_INFO, SUBSYS, "%s", c->errmsg);
+    conn_close_sockets(c);
+    c->unm_h = c->unm_t = NULL;
+    c->def_h = c->def_t = NULL;
+    free(c->stage);
+    c->stage = NULL;
+    c->st_off = c->st_len = 0;
+    for (tcp_req_t *r = c->all, *next; r; r = next) {
+        next = r->anext;
+        req_finish(r, st);
+        req_maybe_free(r);
+    }
+}
+
+/* A failed send()/recv()/connect: the peer went away (reset, closed) or the network failed. */
+static void conn_fail_errno(tcp_conn_t *c, int e, const char *what)
+{
+    cohort_status_t st = (e == ECONNRESET || e == EPIPE || e == ECONNREFUSED ||
+                          e == ECONNABORTED || e == ENOTCONN)
+        ? COHORT_ERR_PEER_LOST : COHORT_ERR_TRANSPORT;
+    conn_fail(c, st, "tcp: %s rank %d at %s failed: %s%s", what, c->peer, c->peer_addr,
+              strerror(e), st == COHORT_ERR_PEER_LOST
+              ? " (the peer process exited, crashed or closed the connection)"
+              : " (check the network between the two hosts and COHORT_SOCKET_IFNAME)");
+}
+
+static void conn_fail_eof(tcp_conn_t *c)
+{
+    conn_fail(c, COHORT_ERR_PEER_LOST, "tcp: rank %d at %s closed the connection (the peer "
+              "process exited, crashed or closed its endpoint)", c->peer, c->peer_addr);
+}
+
+/* ---- posting ----------------------------------------------------------------------------- */
+
+/* Payload slice k of a len-byte message over n sockets. */
+static void slice(size_t len, int n, int k, size_t *off, size_t *sl)
+{
+    size_t base = len / (size_t)n, rem = len % (size_t)n, uk = (size_t)k;
+    *off = uk * base + (uk < rem ? uk : rem);
+    *sl = base + (uk < rem ? 1 : 0);
+}
+
+static int msg_slices(const tcp_conn_t *c, size_t len)
+{
+    return (len >= TCP_SPLIT_MIN && c->nsocks > 1) ? c->nsocks : 1;
+}
+
+static void do_tx(tsock_t *s);
+
+static void post_send(tcp_req_t *r)
+{
+    tcp_conn_t *c = r->conn;
+    tcp_put64(r->hdr, r->tag);
+    tcp_put64(r->hdr + 8, (uint64_t)r->len);
+    int n = msg_slices(c, r->len);
+    r->segs_left = 0;
+    for (int k = 0; k < n; k++) {
+        size_t off, sl;
+        slice(r->len, n, k, &off, &sl);
+        seg_t *g = &r->seg[k];
+        memset(g, 0, sizeof *g);
+        g->req = r;
+        g->hdr = k == 0 ? r->hdr : NULL;
+        g->hdrlen = k == 0 ? TCP_MSG_HDR_SIZE : 0;
+        g->ptr = r->buf + off;
+        g->len = sl;
+        if (g->hdrlen + g->len == 0) continue;
+        r->segs_left++;
+        seg_push(&c->socks[k].txh, &c->socks[k].txt, g);
+    }
+    /* Eager: push what the kernel takes now (lowest latency for small messages). */
+    for (int k = 0; k < n && c->state == C_READY; k++) do_tx(&c->socks[k]);
+}
+
+static void consume_stage(tcp_conn_t *c);
+
+static void post_recv(tcp_req_t *r)
+{
+    tcp_conn_t *c = r->conn;
+    q_push(&c->unm_h, &c->unm_t, r);
+    consume_stage(c);
+}
+
+static void conn_ready(tcp_conn_t *c)
+{
+    c->state = C_READY;
+    c->ep->host->log(COHORT_LOG_TRACE, SUBSYS, "tcp: connected to rank %d at %s (%d socket%s, "
+                     "%s)", c->peer, c->peer_addr, c->nsocks, c->nsocks == 1 ? "" : "s",
+                     c->connector ? "connected" : "accepted");
+    tcp_req_t *r;
+    while (c->state == C_READY && (r = q_pop(&c->def_h, &c->def_t))) {
+        if (r->is_send) post_send(r);
+        else post_recv(r);
+    }
+    conn_update(c);
+}
+
+/* ---- data path --------------------------------------------------------------------------- */
+
+static void do_tx(tsock_t *s)
+{
+    tcp_conn_t *c = s->conn;
+    while (s->txh && c->state == C_READY) {
+        struct iovec iov[TCP_IOV_BATCH];
+        int n = 0;
+        size_t total = 0;
+        for (seg_t *g = s->txh; g && n < TCP_IOV_BATCH; g = g->next) {
+            size_t off = g->off;
+            if (off < g->hdrlen) {
+                iov[n].iov_base = (void *)(g->hdr + off);
+                iov[n].iov_len = g->hdrlen - off;
+                total += iov[n++].iov_len;
+                off = g->hdrlen;
+                if (n == TCP_IOV_BATCH) break;
+            }
+            size_t po = off - g->hdrlen;
+            if (po < g->len) {
+                iov[n].iov_base = g->ptr + po;
+                iov[n].iov_len = g->len - po;
+                total += iov[n++].iov_len;
+            }
+        }
+        struct msghdr mh;
+        memset(&mh, 0, sizeof mh);
+        mh.msg_iov = iov;
+        mh.msg_iovlen = (size_t)n;
+        ssize_t w = sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+            conn_fail_errno(c, errno, "sending to");
+            return;
+        }
+        size_t left = (size_t)w;
+        while (left > 0 && s->txh) {
+            seg_t *g = s->txh;
+            size_t rem = g->hdrlen + g->len - g->off;
+            if (left >= rem) {
+                left -= rem;
+                g->off += rem;
+                seg_pop(&s->txh, &s->txt);
+                seg_complete(g);
+            } else {
+                g->off += left;
+                left = 0;
+            }
+        }
+        if ((size_t)w < total) return;   /* the kernel buffer is full */
+    }
+}
+
+/* What the header just completed on socket 0 means for the next posted receive. */
+static void match_header(tcp_conn_t *c)
+{
+    tcp_req_t *r = q_pop(&c->unm_h, &c->unm_t);
+    uint64_t tag = tcp_get64(c->hdr);
+    uint64_t len64 = tcp_get64(c->hdr + 8);
+    c->hdr_off = 0;
+    size_t len = (size_t)len64;
+    int ok = 1;
+    char msg[320];
+    if (tag != r->tag) {
+        snprintf(msg, sizeof msg, "tcp: message from rank %d (%s) carries tag %llu but the "
+                 "receive posted for it expects tag %llu (the ranks disagree on the sequence "
+                 "of operations)", c->peer, c->peer_addr, (unsigned long long)tag,
+                 (unsigned long long)r->tag);
+        ok = 0;
+    } else if (len64 > (uint64_t)r->len) {
+        snprintf(msg, sizeof msg, "tcp: message from rank %d (%s) with tag %llu is %llu bytes "
+                 "but the receive posted for it holds only %zu bytes", c->peer, c->peer_addr,
+                 (unsigned long long)tag, (unsigned long long)len64, r->len);
+        ok = 0;
+    }
+    if (!ok) {
+        r->errmsg = strdup(msg);
+        req_finish(r, COHORT_ERR_MISMATCH);   /* the user hears now; the payload is drained */
+    } else {
+        r->nbytes = len;
+    }
+    int n = msg_slices(c, len);
+    for (int k = 0; k < n; k++) {
+        size_t off, sl;
+        slice(len, n, k, &off, &sl);
+        if (sl == 0) continue;
+        seg_t *g = &r->seg[k];
+        memset(g, 0, sizeof *g);
+        g->req = r;
+        g->ptr = ok ? r->buf + off : NULL;
+        g->len = sl;
+        r->segs_left++;
+        seg_push(&c->socks[k].rxh, &c->socks[k].rxt, g);
+    }
+    if (r->segs_left == 0) req_finish(r, COHORT_SUCCESS);
+    req_maybe_free(r);
+}
+
+/* Moves read-ahead bytes of socket 0 into headers and segments. */
+static void consume_stage(tcp_conn_t *c)
+{
+    tsock_t *s = &c->socks[0];
+    while (c->st_off < c->st_len && c->state == C_READY) {
+        size_t avail = c->st_len - c->st_off;
+        if (s->rxh) {
+            seg_t *g = s->rxh;
+            size_t n = g->len - g->off;
+            if (n > avail) n = avail;
+            if (g->ptr) memcpy(g->ptr + g->off, c->stage + c->st_off, n);
+            g->off += n;
+            c->st_off += n;
+            if (g->off == g->len) {
+                seg_pop(&s->rxh, &s->rxt);
+                seg_complete(g);
+            }
+        } else if (c->unm_h) {
+            size_t n = TCP_MSG_HDR_SIZE - c->hdr_off;
+            if (n > avail) n = avail;
+            memcpy(c->hdr + c->hdr_off, c->stage + c->st_off, n);
+            c->hdr_off += n;
+            c->st_off += n;
+            if (c->hdr_off == TCP_MSG_HDR_SIZE) match_header(c);
+        } else {
+            break;
+        }
+    }
+    if (c->st_off == c->st_len) c->st_off = c->st_len = 0;
+}
+
+static void do_rx0(tcp_conn_t *c)
+{
+    tsock_t *s = &c->socks[0];
+    for (;;) {
+        consume_stage(c);
+        if (c->state != C_READY || !conn_rx0_wants(c)) return;
+        /* The stage is empty here (consume_stage stops early only when nothing wants data). */
+        seg_t *g = s->rxh;
+        ssize_t r;
+        size_t want;
+        if (g && g->ptr && g->len - g->off >= TCP_DIRECT_MIN) {
+            want = g->len - g->off;
+            r = recv(s->fd, g->ptr + g->off, want, MSG_DONTWAIT);
+            if (r > 0) {
+                g->off += (size_t)r;
+                if (g->off == g->len) {
+                    seg_pop(&s->rxh, &s->rxt);
+                    seg_complete(g);
+                }
+            }
+        } else {
+            want = TCP_STAGE_SIZE;
+            r = recv(s->fd, c->stage, want, MSG_DONTWAIT);
+            if (r > 0) {
+                c->st_off = 0;
+                c->st_len = (size_t)r;
+            }
+        }
+        if (r == 0) {
+            conn_fail_eof(c);
+            return;
+        }
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+            conn_fail_errno(c, errno, "receiving from");
+            return;
+        }
+        if ((size_t)r < want) {
+            consume_stage(c);
+            return;   /* drained the socket for now */
+        }
+    }
+}
+
+static void do_rxk(tsock_t *s)
+{
+    tcp_conn_t *c = s->conn;
+    while (s->rxh && c->state == C_READY) {
+        seg_t *g = s->rxh;
+        size_t want = g->len - g->off;
+        char *dst;
+        if (g->ptr) {
+            dst = g->ptr + g->off;
+        } else {
+            if (!c->ep->scratch && !(c->ep->scratch = malloc(TCP_SCRATCH_SIZE))) {
+                conn_fail(c, COHORT_ERR_NO_MEMORY, "tcp: no memory for a discard buffer "
+                          "(connection to rank %d)", c->peer);
+                return;
+            }
+            dst = (char *)c->ep->scratch;
+            if (want > TCP_SCRATCH_SIZE) want = TCP_SCRATCH_SIZE;
+        }
+        ssize_t r = recv(s->fd, dst, want, MSG_DONTWAIT);
+        if (r == 0) {
+            conn_fail_eof(c);
+            return;
+        }
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+            conn_fail_errno(c, errno, "receiving from");
+            return;
+        }
+        g->off += (size_t)r;
+        if (g->off == g->len) {
+            seg_pop(&s->rxh, &s->rxt);
+            seg_complete(g);
+        }
+        if ((size_t)r < want) return;
+    }
+}
+
+/* ---- connector handshake ----------------------------------------------------------------- */
+
+static void sock_connect_progress(tsock_t *s)
+{
+    tcp_conn_t *c = s->conn;
+    const cohort_host_v1_t *host = c->ep->host;
+    for (;;) {
+        if (c->state == C_FAILED) return;
+        switch (s->state) {
+        case S_CONNECTING: {
+            struct pollfd p = { .fd = s->fd, .events = POLLOUT };
+            int pr = poll(&p, 1, 0);
+            if (pr < 0 && errno == EINTR) continue;
+            if (pr <= 0) return;
+            int err = 0;
+            socklen_t el = sizeof err;
+            if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) err = errno;
+            if (err) {
+                conn_fail_errno(c, err, "connecting to");
+                return;
+            }
+            if (!(p.revents & POLLOUT)) {
+                conn_fail(c, COHORT_ERR_PEER_LOST, "tcp: connecting to rank %d at %s failed "
+                          "(connection closed)", c->peer, c->peer_addr);
+                return;
+            }
+            s->state = S_HELLO;
+            break;
+        }
+        case S_HELLO: {
+            ssize_t w = send(s->fd, s->hello + s->hello_off, TCP_HELLO_SIZE - s->hello_off,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (w < 0) {
+                if (errno == EINTR) continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+                conn_fail_errno(c, errno, "handshake with");
+                return;
+            }
+            s->hello_off += (size_t)w;
+            if (s->hello_off == TCP_HELLO_SIZE) s->state = S_ACK;
+            break;
+        }
+        case S_ACK: {
+            ssize_t r = recv(s->fd, s->ack + s->ack_off, TCP_ACK_SIZE - s->ack_off,
+                             MSG_DONTWAIT);
+            if (r == 0) {
+                conn_fail(c, COHORT_ERR_TRANSPORT, "tcp: rank %d at %s closed the connection "
+                          "during the handshake: it refused this connection (its log says "
+                          "why; different COHORT_JOB_ID or COHORT_SECRET, a different cohort "
+                          "version, or the wrong address?)", c->peer, c->peer_addr);
+                return;
+            }
+            if (r < 0) {
+                if (errno == EINTR) continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+                conn_fail_errno(c, errno, "handshake with");
+                return;
+            }
+            s->ack_off += (size_t)r;
+            if (s->ack_off < TCP_ACK_SIZE) return;
+            unsigned char in[TCP_ACK_MAC_INPUT], mac[TCP_MAC_LEN];
+            tcp_ack_mac_input(s->hello, s->ack, in);
+            host->auth(in, sizeof in, mac);
+            const char *why = NULL;
+            if (tcp_get32(s->ack) != TCP_ACK_MAGIC) why = "not a cohort tcp acknowledgement";
+            else if (tcp_get32(s->ack + 4) != TCP_PROTO_VERSION) why = "protocol version differs";
+            else if (!ct_equal(mac, s->ack + TCP_ACK_MAC_OFF, TCP_MAC_LEN))
+                why = "its HMAC does not verify (it does not hold this job's secret)";
+            else if (tcp_get32(s->ack + 8) != (uint32_t)c->peer ||
+                     tcp_get32(s->ack + 12) != (uint32_t)s->idx)
+                why = "it answers for another rank or socket";
+            if (why) {
+                conn_fail(c, COHORT_ERR_TRANSPORT, "tcp: the endpoint at %s that should be rank "
+                          "%d failed authentication: %s", c->peer_addr, c->peer, why);
+                return;
+            }
+            s->state = S_READY;
+            if (++c->nready == c->nsocks) conn_ready(c);
+            return;
+        }
+        default:
+            return;
+        }
+    }
+}
+
+/* ---- accept side ------------------------------------------------------------------------- */
+
+static void inc_unlink(tcp_ep_t *ep, incoming_t *in)
+{
+    if (in->state == IN_READY) {
+        if (in->prev) in->prev->next = in->next;
+        else ep->early = in->next;
+        if (in->next) in->next->prev = in->prev;
+    } else {
+        if (in->prev) in->prev->next = in->next;
+        else ep->inc_h = in->next;
+        if (in->next) in->next->prev = in->prev;
+        else ep->inc_t = in->prev;
+        ep->ninc--;
+    }
+    in->next = in->prev = NULL;
+}
+
+static void inc_free(tcp_ep_t *ep, incoming_t *in, int close_it)
+{
+    inc_unlink(ep, in);
+    if (close_it) close_fd(ep->epfd, in->fd);
+    free(in);
+}
+
+static void inc_reject(tcp_ep_t *ep, incoming_t *in, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void inc_reject(tcp_ep_t *ep, incoming_t *in, const char *fmt, ...)
+{
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    ep->host->log(COHORT_LOG_WARN, SUBSYS, "tcp: refused a connection from %s to rank %d "
+                  "(%s): %s", in->addr, ep->rank, ep->addrstr, why);
+    inc_free(ep, in, 1);
+}
+
+static tcp_conn_t *find_accept_conn(tcp_ep_t *ep, int peer)
+{
+    for (tcp_conn_t *c = ep->conns; c; c = c->next)
+        if (!c->connector && c->peer == peer) return c;
+    return NULL;
+}
+
+/* Moves an authenticated socket into the accept-side conn waiting for it. */
+static void claim(tcp_conn_t *c, incoming_t *in)
+{
+    tcp_ep_t *ep = c->ep;
+    if (c->state == C_FAILED) return;   /* stays early until ep_close */
+    if (c->nsocks == 0) {
+        c->nsocks = in->nsocks;
+        snprintf(c->peer_addr, sizeof c->peer_addr, "%s", in->addr);
+    } else if (in->nsocks != c->nsocks) {
+        inc_reject(ep, in, "rank %d announces %d sockets on this one but %d on an earlier one",
+                   in->src, in->nsocks, c->nsocks);
+        return;
+    }
+    tsock_t *s = &c->socks[in->sock_idx];
+    int fd = in->fd;
+    inc_free(ep, in, 0);
+    s->fd = fd;
+    s->state = S_READY;
+    s->events = 0;
+    struct epoll_event ev = { .events = 0, .data.ptr = &s->ent };
+    if (epoll_ctl(ep->epfd, EPOLL_CTL_MOD, fd, &ev) != 0) {
+        int e = errno;
+        conn_fail(c, COHORT_ERR_TRANSPORT, "tcp: epoll_ctl for the connection from rank %d "
+                  "failed: %s", c->peer, strerror(e));
+        return;
+    }
+    if (++c->nready == c->nsocks) conn_ready(c);
+}
+
+static void claim_early(tcp_conn_t *c)
+{
+    tcp_ep_t *ep = c->ep;
+    for (incoming_t *in = ep->early, *next; in && c->state == C_CONNECTING; in = next) {
+        next = in->next;
+        if (in->src == c->peer) claim(c, in);
+    }
+}
+
+static int is_duplicate(tcp_ep_t *ep, int src, int idx)
+{
+    for (incoming_t *in = ep->early; in; in = in->next)
+        if (in->src == src && in->sock_idx == idx) return 1;
+    for (incoming_t *in = ep->inc_h; in; in = in->next)
+        if (in->state == IN_ACK && in->src == src && in->sock_idx == idx) return 1;
+    tcp_conn_t *c = find_accept_conn(ep, src);
+    return c && c->claimed[idx];
+}
+
+/* 1: authenticated (state IN_ACK, ack built); 0: refused and freed. */
+static int inc_validate(tcp_ep_t *ep, incoming_t *in)
+{
+    const cohort_host_v1_t *host = ep->host;
+    tcp_hello_t h;
+    tcp_hello_decode(in->hello, &h);
+    if (h.magic != TCP_HELLO_MAGIC) {
+        inc_reject(ep, in, "not a cohort tcp handshake (bad magic 0x%08x)", (unsigned)h.magic);
+        return 0;
+    }
+    if (h.version != TCP_PROTO_VERSION) {
+        inc_reject(ep, in, "tcp protocol version %u, this plugin speaks %u (mixed cohort "
+                   "versions in one job?)", (unsigned)h.version, TCP_PROTO_VERSION);
+        return 0;
+    }
+    if (memcmp(h.job_id, ep->job_id, TCP_JOBID_LEN) != 0) {
+        char theirs[TCP_JOBID_LEN + 1];
+        memcpy(theirs, h.job_id, TCP_JOBID_LEN);
+        theirs[TCP_JOBID_LEN] = '\0';
+        for (char *p = theirs; *p; p++)
+            if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e) *p = '?';
+        inc_reject(ep, in, "job id '%s' is not this job's '%.64s'", theirs, ep->job_id);
+        return 0;
+    }
+    unsigned char min[TCP_HELLO_MAC_INPUT], mac[TCP_MAC_LEN];
+    tcp_hello_mac_input(in->hello, min);
+    host->auth(min, sizeof min, mac);
+    if (!ct_equal(mac, h.mac, TCP_MAC_LEN)) {
+        inc_reject(ep, in, "HMAC does not verify (the peer does not hold this job's secret: "
+                   "forged or stray connection, or a different COHORT_SECRET)");
+        return 0;
+    }
+    if (h.comm_id != ep->comm_id) {
+        inc_reject(ep, in, "communicator id %llu, this endpoint belongs to %llu",
+                   (unsigned long long)h.comm_id, (unsigned long long)ep->comm_id);
+        return 0;
+    }
+    if (h.nranks != (uint32_t)ep->nranks) {
+        inc_reject(ep, in, "it believes the communicator has %u ranks, not %d",
+                   (unsigned)h.nranks, ep->nranks);
+        return 0;
+    }
+    if (h.src >= (uint32_t)ep->nranks) {
+        inc_reject(ep, in, "source rank %u out of range [0,%d)", (unsigned)h.src, ep->nranks);
+        return 0;
+    }
+    if (h.dst != (uint32_t)ep->rank) {
+        inc_reject(ep, in, "rank %u wants rank %u, this is rank %d", (unsigned)h.src,
+                   (unsigned)h.dst, ep->rank);
+        return 0;
+    }
+    if (h.nsocks < 1 || h.nsocks > TCP_MAX_NSOCKS || h.sock_idx >= h.nsocks) {
+        inc_reject(ep, in, "socket %u of %u is out of range (at most %d sockets)",
+                   (unsigned)h.sock_idx, (unsigned)h.nsocks, TCP_MAX_NSOCKS);
+        return 0;
+    }
+    if (is_duplicate(ep, (int)h.src, (int)h.sock_idx)) {
+        inc_reject(ep, in, "duplicate connection for rank %u socket %u (replayed handshake?)",
+                   (unsigned)h.src, (unsigned)h.sock_idx);
+        return 0;
+    }
+    in->src = (int)h.src;
+    in->sock_idx = (int)h.sock_idx;
+    in->nsocks = (int)h.nsocks;
+    /* Answer with our own proof over the connector's hello (which holds its fresh nonce). */
+    tcp_put32(in->ack, TCP_ACK_MAGIC);
+    tcp_put32(in->ack + 4, TCP_PROTO_VERSION);
+    tcp_put32(in->ack + 8, (uint32_t)ep->rank);
+    tcp_put32(in->ack + 12, h.sock_idx);
+    unsigned char ain[TCP_ACK_MAC_INPUT];
+    tcp_ack_mac_input(in->hello, in->ack, ain);
+    host->auth(ain, sizeof ain, in->ack + TCP_ACK_MAC_OFF);
+    in->state = IN_ACK;
+    return 1;
+}
+
+static void inc_set_events(tcp_ep_t *ep, incoming_t *in, uint32_t want)
+{
+    if (in->events == want) return;
+    struct epoll_event ev = { .events = want, .data.ptr = &in->ent };
+    if (epoll_ctl(ep->epfd, EPOLL_CTL_MOD, in->fd, &ev) == 0) in->events = want;
+}
+
+/* The socket is authenticated and acknowledged: park it, or hand it to a waiting accept(). */
+static void inc_ready(tcp_ep_t *ep, incoming_t *in)
+{
+    inc_unlink(ep, in);
+    in->state = IN_READY;
+    in->next = ep->early;
+    in->prev = NULL;
+    if (ep->early) ep->early->prev = in;
+    ep->early = in;
+    inc_set_events(ep, in, 0);
+    ep->host->log(COHORT_LOG_TRACE, SUBSYS, "tcp: authenticated socket %d/%d from rank %d (%s)",
+                  in->sock_idx, in->nsocks, in->src, in->addr);
+    tcp_conn_t *c = find_accept_conn(ep, in->src);
+    if (c) c->claimed[in->sock_idx] = 1;
+    if (c && c->state == C_CONNECTING) claim(c, in);
+}
+
+static void inc_progress(tcp_ep_t *ep, incoming_t *in, uint32_t revents)
+{
+    if (in->state == IN_READY) {
+        /* Waiting for accept(): the interest is empty, so only errors and hangups get here. */
+        if (revents & (EPOLLERR | EPOLLHUP)) {
+            ep->host->log(COHORT_LOG_INFO, SUBSYS, "tcp: authenticated connection from rank %d "
+                          "(%s) was reset before accept() claimed it; dropped", in->src,
+                          in->addr);
+            inc_free(ep, in, 1);
+        }
+        return;
+    }
+    while (in->state == IN_HELLO) {
+        ssize_t r = recv(in->fd, in->hello + in->off, TCP_HELLO_SIZE - in->off, MSG_DONTWAIT);
+        if (r == 0) {
+            inc_reject(ep, in, "closed after %zu of %d handshake bytes", in->off,
+                       TCP_HELLO_SIZE);
+            return;
+        }
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+            inc_reject(ep, in, "receiving the handshake failed: %s", strerror(errno));
+            return;
+        }
+        in->off += (size_t)r;
+        if (in->off < TCP_HELLO_SIZE) return;
+        if (!inc_validate(ep, in)) return;
+    }
+    while (in->state == IN_ACK) {
+        ssize_t w = send(in->fd, in->ack + in->ack_off, TCP_ACK_SIZE - in->ack_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                inc_set_events(ep, in, EPOLLOUT);
+                return;
+            }
+            inc_reject(ep, in, "sending the handshake answer failed: %s", strerror(errno));
+            return;
+        }
+        in->ack_off += (size_t)w;
+        if (in->ack_off == TCP_ACK_SIZE) {
+            inc_ready(ep, in);   /* may hand in to a conn and free it */
+            return;
+        }
+    }
+}
+
+static void listen_progress(tcp_ep_t *ep)
+{
+    for (;;) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        int fd = accept4(ep->listen_fd, (struct sockaddr *)&ss, &sl,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+            ep->host->log(COHORT_LOG_WARN, SUBSYS, "tcp: accept on %s (rank %d) failed: %s%s",
+                          ep->addrstr, ep->rank, strerror(errno),
+                          (errno == EMFILE || errno == ENFILE)
+                          ? " (out of file descriptors: raise ulimit -n)" : "");
+            return;
+        }
+        incoming_t *in = calloc(1, sizeof *in);
+        if (!in) {
+            close(fd);
+            ep->host->log(COHORT_LOG_WARN, SUBSYS, "tcp: no memory for an incoming connection "
+                          "on %s; dropped it", ep->addrstr);
+            return;
+        }
+        in->ent.kind = FD_INCOMING;
+        in->ent.obj = in;
+        in->ep = ep;
+        in->fd = fd;
+        in->state = IN_HELLO;
+        in->src = in->sock_idx = -1;
+        format_sockaddr(&ss, in->addr, sizeof in->addr);
+        set_nodelay(fd);
+        struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &in->ent };
+        if (epoll_ctl(ep->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            ep->host->log(COHORT_LOG_WARN, SUBSYS, "tcp: epoll_ctl for the connection from %s "
+                          "failed: %s; dropped it", in->addr, strerror(errno));
+            close(fd);
+            free(in);
+            continue;
+        }
+        in->events = EPOLLIN;
+        in->prev = ep->inc_t;
+        if (ep->inc_t) ep->inc_t->next = in;
+        else ep->inc_h = in;
+        ep->inc_t = in;
+        ep->ninc++;
+    }
+}
+
+/* Keeps a flood of silent connections from eating every descriptor: the oldest goes first. */
+static void inc_trim(tcp_ep_t *ep)
+{
+    while (ep->ninc > TCP_MAX_INCOMING)
+        inc_reject(ep, ep->inc_h, "more than %d connections are waiting for their handshake; "
+                   "dropping the oldest", TCP_MAX_INCOMING);
+}
+
+static void sock_event(tsock_t *s, uint32_t revents)
+{
+    tcp_conn_t *c = s->conn;
+    if (c->state == C_FAILED || s->fd < 0) return;
+    if (s->state != S_READY) {
+        sock_connect_progress(s);
+    } else {
+        if (s->txh) do_tx(s);
+        if (c->state == C_READY) {
+            if (s->idx == 0) do_rx0(c);
+            else do_rxk(s);
+        }
+        if (c->state == C_READY && (revents & (EPOLLERR | EPOLLHUP))) {
+            int err = 0;
+            socklen_t el = sizeof err;
+            if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err == 0)
+                err = ECONNRESET;
+            conn_fail_errno(c, err, "connection to");
+        }
+    }
+    conn_update(c);
+}
+
+static cohort_status_t ep_progress(tcp_ep_t *ep)
+{
+    struct epoll_event evs[64];
+    for (int round = 0; round < 8; round++) {
+        int n = epoll_wait(ep->epfd, evs, 64, 0);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return ep->host->error(COHORT_ERR_SYSTEM, "tcp: epoll_wait on the endpoint of rank "
+                                   "%d failed: %s", ep->rank, strerror(errno));
+        }
+        for (int i = 0; i < n; i++) {
+            fdent_t *e = (fdent_t *)evs[i].data.ptr;
+            switch (e->kind) {
+            case FD_LISTEN:
+                listen_progress(ep);
+                break;
+            case FD_INCOMING:
+                inc_progress(ep, (incoming_t *)e->obj, evs[i].events);
+                break;
+            case FD_SOCK:
+                sock_event((tsock_t *)e->obj, evs[i].events);
+                break;
+            default:
+                break;
+            }
+        }
+        inc_trim(ep);
+        if (n < 64) break;
+    }
+    return COHORT_SUCCESS;
+}
+
+/* Advances one conn without going through epoll. */
+static void conn_progress(tcp_conn_t *c)
+{
+    if (c->state == C_CONNECTING) {
+        if (c->connector) {
+            for (int i = 0; i < c->nsocks && c->state == C_CONNECTING; i++)
+                if (c->socks[i].state != S_READY) sock_connect_progress(&c->socks[i]);
+            conn_update(c);
+        } else {
+            (void)ep_progress(c->ep);
+        }
+        return;
+    }
+    if (c->state != C_READY) return;
+    for (int i = 0; i < c->nsocks && c->state == C_READY; i++)
+        if (c->socks[i].txh) do_tx(&c->socks[i]);
+    if (c->state == C_READY) do_rx0(c);
+    for (int i = 1; i < c->nsocks && c->state == C_READY; i++)
+        if (c->socks[i].rxh) do_rxk(&c->socks[i]);
+    conn_update(c);
+}
+
+/* ---- conn lifetime ----------------------------------------------------------------------- */
+
+static tcp_conn_t *conn_new(tcp_ep_t *ep, int peer, int connector)
+{
+    tcp_conn_t *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->ep = ep;
+    c->peer = peer;
+    c->connector = connector;
+    c->state = C_CONNECTING;
+    snprintf(c->peer_addr, sizeof c->peer_addr, "(not connected yet)");
+    for (int i = 0; i < TCP_MAX_NSOCKS; i++) {
+        c->socks[i].ent.kind = FD_SOCK;
+        c->socks[i].ent.obj = &c->socks[i];
+        c->socks[i].conn = c;
+        c->socks[i].idx = i;
+        c->socks[i].fd = -1;
+    }
+    c->stage = malloc(TCP_STAGE_SIZE);
+    if (!c->stage) {
+        free(c);
+        return NULL;
+    }
+    c->next = ep->conns;
+    if (ep->conns) ep->conns->prev = c;
+    ep->conns = c;
+    return c;
+}
+
+static void conn_destroy(tcp_conn_t *c)
+{
+    tcp_ep_t *ep = c->ep;
+    if (c->prev) c->prev->next = c->next;
+    else ep->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    conn_close_sockets(c);
+    for (tcp_req_t *r = c->all, *next; r; r = next) {
+        next = r->anext;
+        free(r->errmsg);
+        free(r);
+    }
+    free(c->stage);
+    free(c);
+}
+
+/* ---- the ABI ----------------------------------------------------------------------------- */
+
+static cohort_status_t tcp_init(const cohort_host_v1_t *host, cohort_tp_ctx_t *ctx)
+{
+    if (!host || !ctx) return COHORT_ERR_INVALID_ARG;
+    if (host->size < offsetof(cohort_host_v1_t, auth) + sizeof host->auth || !host->log ||
+        !host->error || !host->setting || !host->setting_long || !host->netifs || !host->auth) {
+        if (host->size >= offsetof(cohort_host_v1_t, error) + sizeof host->error && host->error)
+            return host->error(COHORT_ERR_UNSUPPORTED, "tcp: the core's host table is too old "
+                               "or incomplete (size %zu)", host->size);
+        return COHORT_ERR_UNSUPPORTED;
+    }
+    tcp_ctx_t *c = calloc(1, sizeof *c);
+    if (!c) return host->error(COHORT_ERR_NO_MEMORY, "tcp: no memory for the plugin context");
+    c->host = host;
+    *ctx = c;
+    return COHORT_SUCCESS;
+}
+
+static cohort_status_t tcp_ep_close(cohort_tp_ep_t epv);
+
+static cohort_status_t tcp_finalize(cohort_tp_ctx_t ctxv)
+{
+    tcp_ctx_t *ctx = (tcp_ctx_t *)ctxv;
+    if (!ctx) return COHORT_SUCCESS;
+    while (ctx->eps) tcp_ep_close(ctx->eps);
+    free(ctx);
+    return COHORT_SUCCESS;
+}
+
+static cohort_status_t tcp_get_attr(cohort_tp_ctx_t ctxv, cohort_transport_attr_t *attr)
+{
+    (void)ctxv;
+    if (!attr) return COHORT_ERR_INVALID_ARG;
+    cohort_transport_attr_t a;
+    memset(&a, 0, sizeof a);
+    a.scope = COHORT_SCOPE_NETWORK;
+    a.bandwidth_gbps = 1.25;    /* rough: a 10 Gb/s link */
+    a.latency_us = 25.0;        /* rough: kernel TCP round trip on a LAN */
+    a.gpu_memory = 0;
+    a.max_inflight = 0;
+    size_t n = attr->size < sizeof a ? attr->size : sizeof a;
+    if (n > sizeof a.size) memcpy((char *)attr + sizeof a.size, (char *)&a + sizeof a.size,
+                                  n - sizeof a.size);
+    return COHORT_SUCCESS;
+}
+
+#define INFO_HAS(info, field) \
+    ((info)->size >= offsetof(cohort_ep_info_t, field) + sizeof((info)->field))
+
+static cohort_status_t tcp_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t *info,
+                                   cohort_tp_ep_t *epp, void *addr, size_t *addrlen)
+{
+    tcp_ctx_t *ctx = (tcp_ctx_t *)ctxv;
+    const cohort_host_v1_t *host = ctx->host;
+    if (!info || !epp || !addr || !addrlen)
+        return host->error(COHORT_ERR_INVALID_ARG, "tcp: ep_open needs info, ep, addr and "
+                           "addrlen");
+    *epp = NULL;
+    if (!INFO_HAS(info, job_id))
+        return host->error(COHORT_ERR_INVALID_ARG, "tcp: ep_open: cohort_ep_info_t of %zu bytes "
+                           "is too small", info->size);
+    if (info->nranks < 1 || info->rank < 0 || info->rank >= info->nranks)
+        return host->error(COHORT_ERR_INVALID_ARG, "tcp: ep_open: rank %d is not in [0,%d)",
+                           info->rank, info->nranks);
+    const char *job = info->job_id ? info->job_id : "";
+    if (strlen(job) >= TCP_JOBID_LEN)
+        return host->error(COHORT_ERR_INVALID_ARG, "tcp: ep_open: job id '%.70s...' is longer "
+                           "than %d characters", job, TCP_JOBID_LEN - 1);
+    if (*addrlen < TCP_ADDR_SIZE)
+        return host->error(COHORT_ERR_INVALID_ARG, "tcp: ep_open: the address buffer holds %zu "
+                           "bytes, the tcp address needs %d", *addrlen, TCP_ADDR_SIZE);
+    long nsocks = TCP_DEFAULT_NSOCKS;
+    cohort_status_t st = host->setting_long("COHORT_SOCKET_NSOCKS", &nsocks);
+    if (st != COHORT_SUCCESS) return st;
+    if (nsocks < 1 || nsocks > TCP_MAX_NSOCKS)
+        return host->error(COHORT_ERR_INVALID_ARG, "COHORT_SOCKET_NSOCKS=%ld is out of range: "
+                           "use 1 to %d sockets per peer", nsocks, TCP_MAX_NSOCKS);
+    const cohort_netif_t *ifs = NULL;
+    int nifs = 0;
+    st = host->netifs(&ifs, &nifs);
+    if (st != COHORT_SUCCESS) return st;
+    if (nifs <= 0 || !ifs) {
+        const char *spec = host->setting("COHORT_SOCKET_IFNAME");
+        return host->error(COHORT_ERR_TRANSPORT, "tcp: no network interface to listen on%s%s%s "
+                           "(no interface with an IPv4/IPv6 address is up); bring one up or "
+                           "change COHORT_SOCKET_IFNAME", spec ? " (COHORT_SOCKET_IFNAME='" : "",
+                           spec ? spec : "", spec ? "')" : "");
+    }
+    const cohort_netif_t *nif = &ifs[0];
+    if (nif->family != AF_INET && nif->family != AF_INET6)
+        return host->error(COHORT_ERR_TRANSPORT, "tcp: interface %.32s has address family %d, "
+                           "neither IPv4 nor IPv6", nif->name, nif->family);
+
+    tcp_ep_t *ep = calloc(1, sizeof *ep);
+    if (!ep) return host->error(COHORT_ERR_NO_MEMORY, "tcp: no memory for an endpoint");
+    ep->ctx = ctx;
+    ep->host = host;
+    ep->rank = info->rank;
+    ep->nranks = info->nranks;
+    ep->comm_id = info->comm_id;
+    memcpy(ep->job_id, job, strlen(job));
+    ep->family = nif->family;
+    memcpy(ep->laddr, nif->addr, nif->family == AF_INET ? 4 : 16);
+    snprintf(ep->ifname, sizeof ep->ifname, "%.31s", nif->name);
+    ep->nsocks = (int)nsocks;
+    ep->listen_fd = ep->epfd = ep->evfd = -1;
+    ep->listen_ent.kind = FD_LISTEN;
+    ep->listen_ent.obj = ep;
+    ep->ev_ent.kind = FD_EVENT;
+    ep->ev_ent.obj = ep;
+
+    struct sockaddr_storage ss;
+    socklen_t sl = make_sockaddr(ep->family, ep->laddr, 0, 0, &ss);
+    const char *what = "socket";
+    ep->listen_fd = socket(ep->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (ep->listen_fd >= 0) {
+        what = "bind";
+        if (bind(ep->listen_fd, (struct sockaddr *)&ss, sl) == 0) {
+            what = "listen";
+            if (listen(ep->listen_fd, SOMAXCONN) == 0) {
+                what = "getsockname";
+                sl = sizeof ss;
+                if (getsockname(ep->listen_fd, (struct sockaddr *)&ss, &sl) == 0) what = NULL;
+            }
+        }
+    }
+    if (what) {
+        int e = errno;
+        char a[INET6_ADDRSTRLEN] = "?";
+        inet_ntop(ep->family, ep->laddr, a, sizeof a);
+        if (ep->listen_fd >= 0) close(ep->listen_fd);
+        free(ep);
+        return host->error(COHORT_ERR_TRANSPORT, "tcp: cannot listen on interface %s (%s): %s "
+                           "failed: %s", nif->name, a, what, strerror(e));
+    }
+    ep->port = ntohs(ep->family == AF_INET ? ((struct sockaddr_in *)(void *)&ss)->sin_port
+                     : ((struct sockaddr_in6 *)(void *)&ss)->sin6_port);
+    format_addr(ep->family, ep->laddr, ep->port, ep->addrstr, sizeof ep->addrstr);
+    ep->epfd = epoll_create1(EPOLL_CLOEXEC);
+    ep->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &ep->listen_ent };
+    struct epoll_event eev = { .events = EPOLLIN, .data.ptr = &ep->ev_ent };
+    if (ep->epfd < 0 || ep->evfd < 0 ||
+        epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->listen_fd, &ev) != 0 ||
+        epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->evfd, &eev) != 0) {
+        int e = errno;
+        if (ep->epfd >= 0) close(ep->epfd);
+        if (ep->evfd >= 0) close(ep->evfd);
+        close(ep->listen_fd);
+        free(ep);
+        return host->error(COHORT_ERR_SYSTEM, "tcp: epoll setup for the endpoint failed: %s",
+                           strerror(e));
+    }
+    unsigned char jin[TCP_JOB_MAC_INPUT];
+    tcp_job_mac_input(ep->job_id, jin);
+    host->auth(jin, sizeof jin, ep->job_hash);
+
+    tcp_addr_t a;
+    memset(&a, 0, sizeof a);
+    a.magic = TCP_ADDR_MAGIC;
+    a.version = TCP_PROTO_VERSION;
+    a.family = (uint16_t)ep->family;
+    a.port = ep->port;
+    memcpy(a.addr, ep->laddr, 16);
+    a.rank = (uint32_t)ep->rank;
+    a.nranks = (uint32_t)ep->nranks;
+    a.comm_id = ep->comm_id;
+    memcpy(a.job_hash, ep->job_hash, TCP_MAC_LEN);
+    tcp_addr_encode(&a, (unsigned char *)addr);
+    *addrlen = TCP_ADDR_SIZE;
+
+    ep->next = ctx->eps;
+    if (ctx->eps) ctx->eps->prev = ep;
+    ctx->eps = ep;
+    host->log(COHORT_LOG_INFO, SUBSYS, "tcp: rank %d listening on %s (%s), %d socket%s per peer",
+              ep->rank, ep->addrstr, ep->ifname, ep->nsocks, ep->nsocks == 1 ? "" : "s");
+    *epp = ep;
+    return COHORT_SUCCESS;
+}
+
+static cohort_status_t tcp_ep_close(cohort_tp_ep_t epv)
+{
+    tcp_ep_t *ep = (tcp_ep_t *)epv;
+    if (!ep) return COHORT_SUCCESS;
+    while (ep->conns) conn_destroy(ep->conns);
+    while (ep->inc_h) inc_free(ep, ep->inc_h, 1);
+    while (ep->early) inc_free(ep, ep->early, 1);
+    close_fd(ep->epfd, ep->listen_fd);
+    close_fd(ep->epfd, ep->evfd);
+    if (ep->epfd >= 0) close(ep->epfd);
+    free(ep->scratch);
+    tcp_ctx_t *ctx = ep->ctx;
+    if (ep->prev) ep->prev->next = ep->next;
+    else ctx->eps = ep->next;
+    if (ep->next) ep->next->prev = ep->prev;
+    free(ep);
+    return COHORT_SUCCESS;
+}
+
+static int tcp_can_reach(cohort_tp_ep_t epv, int peer, const void *peer_addr, size_t addrlen)
+{
+    tcp_ep_t *ep = (tcp_ep_t *)epv;
+    tcp_addr_t a;
+    if (!ep || peer < 0 || peer >= ep->nranks) return 0;
+    if (tcp_addr_decode(peer_addr, addrlen, &a) != 0) return 0;
+    if (!ct_equal(a.job_hash, ep->job_hash, TCP_MAC_LEN)) return 0;  /* another job */
+    return a.family == ep->family;
+}
+
+static cohort_status_t tcp_connect(cohort_tp_ep_t epv, int peer, const void *peer_addr,
+                                   size_t addrlen, cohort_tp_conn_t *connp)
+{
+    tcp_ep_t *ep = (tcp_ep_t *)epv;
+    const cohort_host_v1_t *host = ep->host;
+    if (!connp) return host->error(COHORT_ERR_INVALID_ARG, "tcp: connect needs a conn pointer");
+    *connp = NULL;
+    if (peer < 0 || peer >= ep->nranks)
+        return host->error(COHORT_ERR_INVALID_ARG, "tcp: connect: rank %d is not in [0,%d)",
+                           peer, ep->nranks);
+    tcp_addr_t a;
+    if (tcp_addr_decode(peer_addr, addrlen, &a) != 0)
+        return host->error(COHORT_ERR_INVALID_ARG, "tcp: connect: the address of rank %d is not "
+                           "a tcp address of this version (%zu bytes; a different cohort "
+                           "version or another transport's address?)", peer, addrlen);
+    if (!ct_equal(a.job_hash, ep->job_hash, TCP_MAC_LEN))
+        return host->error(COHORT_ERR_INVALID_ARG, "tcp: connect: the address of rank %d belongs "
+                           "to another job (different COHORT_JOB_ID or COHORT_SECRET)", peer);
+    if (a.rank != (uint32_t)peer || a.comm_id != ep->comm_id || a.nranks != (uint32_t)ep->nranks)
+        return host->error(COHORT_ERR_INVALID_ARG, "tcp: connect: the address given for rank %d "
+                           "is rank %u's of communicator %llu with %u ranks (expected "
+                           "communicator %llu with %d ranks)", peer, (unsigned)a.rank,
+                           (unsigned long long)a.comm_id, (unsigned)a.nranks,
+                           (unsigned long long)ep->comm_id, ep->nranks);
+    if (a.family != ep->family)
+        return host->error(COHORT_ERR_INVALID_ARG, "tcp: connect: rank %d listens on an %s "
+                           "address but this rank uses %s (set COHORT_SOCKET_IFNAME the same "
+                           "way on every host)", peer, a.family == AF_INET ? "IPv4" : "IPv6",
+                           ep->family == AF_INET ? "IPv4" : "IPv6");
+    tcp_conn_t *c = conn_new(ep, peer, 1);
+    if (!c) return host->error(COHORT_ERR_NO_MEMORY, "tcp: no memory for a connection");
+    c->nsocks = ep->nsocks;
+    format_addr(a.family, a.addr, a.port, c->peer_addr, sizeof c->peer_addr);
+    struct sockaddr_storage ss;
+    socklen_t sl = make_sockaddr(a.family, a.addr, a.port, a.scope_id, &ss);
+    for (int i = 0; i < c->nsocks; i++) {
+        tsock_t *s = &c->socks[i];
+        s->fd = socket(a.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (s->fd < 0) {
+            int e = errno;
+            conn_destroy(c);
+            return host->error(COHORT_ERR_SYSTEM, "tcp: socket() for the connection to rank %d "
+                               "failed: %s%s", peer, strerror(e), (e == EMFILE || e == ENFILE)
+                               ? " (out of file descriptors: raise ulimit -n)" : "");
+        }
+        set_nodelay(s->fd);
+        tcp_hello_t h;
+        memset(&h, 0, sizeof h);
+        h.magic = TCP_HELLO_MAGIC;
+        h.version = TCP_PROTO_VERSION;
+        memcpy(h.job_id, ep->job_id, TCP_JOBID_LEN);
+        h.comm_id = ep->comm_id;
+        h.src = (uint32_t)ep->rank;
+        h.dst = (uint32_t)peer;
+        h.nranks = (uint32_t)ep->nranks;
+        h.sock_idx = (uint32_t)i;
+        h.nsocks = (uint32_t)c->nsocks;
+        make_nonce(host, h.nonce);
+        tcp_hello_encode(&h, s->hello);
+        unsigned char min[TCP_HELLO_MAC_INPUT];
+        tcp_hello_mac_input(s->hello, min);
+        host->auth(min, sizeof min, s->hello + TCP_HELLO_MAC_OFF);
+        s->state = S_CONNECTING;
+        struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = &s->ent };
+        if (epoll_ctl(ep->epfd, EPOLL_CTL_ADD, s->fd, &ev) != 0) {
+            int e = errno;
+            conn_destroy(c);
+            return host->error(COHORT_ERR_SYSTEM, "tcp: epoll_ctl for the connection to rank %d "
+                               "failed: %s", peer, strerror(e));
+        }
+        s->events = EPOLLOUT;
+        /* EINTR on a non-blocking connect: the attempt goes on in the background. */
+        if (connect(s->fd, (struct sockaddr *)&ss, sl) != 0 && errno != EINPROGRESS &&
+            errno != EINTR) {
+            conn_fail_errno(c, errno, "connecting to");
+            break;
+        }
+    }
+    host->log(COHORT_LOG_TRACE, SUBSYS, "tcp: rank %d connecting to rank %d at %s", ep->rank,
+              peer, c->peer_addr);
+    *connp = c;
+    return COHORT_SUCCESS;
+}
+
+static cohort_status_t tcp_accept(cohort_tp_ep_t epv, int peer, cohort_tp_conn_t *connp)
+{
+    tcp_ep_t *ep = (tcp_ep_t *)epv;
+    const cohort_host_v1_t *host = ep->host;
+    if (!connp) return host->error(COHORT_ERR_INVALID_ARG, "tcp: accept needs a conn pointer");
+    *connp = NULL;
+    if (peer < 0 || peer >= ep->nranks)
+        return host->error(COHORT_ERR_INVALID_ARG, "tcp: accept: rank %d is not in [0,%d)",
+                           peer, ep->nranks);
+    if (find_accept_conn(ep, peer))
+        return host->error(COHORT_ERR_INVALID_ARG, "tcp: accept: rank %d is already accepted on "
+                           "this endpoint", peer);
+    tcp_conn_t *c = conn_new(ep, peer, 0);
+    if (!c) return host->error(COHORT_ERR_NO_MEMORY, "tcp: no memory for a connection");
+    for (incoming_t *in = ep->early; in; in = in->next)
+        if (in->src == peer) c->claimed[in->sock_idx] = 1;
+    claim_early(c);
+    *connp = c;
+    return COHORT_SUCCESS;
+}
+
+static cohort_status_t tcp_conn_test(cohort_tp_conn_t connv)
+{
+    tcp_conn_t *c = (tcp_conn_t *)connv;
+    if (c->state == C_CONNECTING) conn_progress(c);
+    if (c->state == C_READY) return COHORT_SUCCESS;
+    if (c->state == C_FAILED) return c->ep->host->error(c->err, "%s", c->errmsg);
+    return COHORT_IN_PROGRESS;
+}
+
+static cohort_status_t tcp_conn_close(cohort_tp_conn_t connv)
+{
+    tcp_conn_t *c = (tcp_conn_t *)connv;
+    if (c) conn_destroy(c);
+    return COHORT_SUCCESS;
+}
+
+static cohort_status_t post(tcp_conn_t *c, int is_send, void *buf, size_t len, uint64_t tag,
+                            cohort_tp_req_t *reqp)
+{
+    const cohort_host_v1_t *host = c->ep->host;
+    if (!reqp) return host->error(COHORT_ERR_INVALID_ARG, "tcp: isend/irecv need a request "
+                                  "pointer");
+    *reqp = NULL;
+    if (!buf && len)
+        return host->error(COHORT_ERR_INVALID_ARG, "tcp: %s of %zu bytes with a NULL buffer "
+                           "(rank %d)", is_send ? "isend" : "irecv", len, c->peer);
+    if (c->state == C_FAILED) return host->error(c->err, "%s", c->errmsg);
+    int cap = c->nsocks ? c->nsocks : TCP_MAX_NSOCKS;
+    tcp_req_t *r = calloc(1, sizeof *r + (size_t)cap * sizeof(seg_t));
+    if (!r) return host->error(COHORT_ERR_NO_MEMORY, "tcp: no memory for a request");
+    r->conn = c;
+    r->is_send = is_send;
+    r->buf = (char *)buf;
+    r->len = len;
+    r->tag = tag;
+    r->nbytes = is_send ? len : 0;
+    r->nseg_cap = cap;
+    r->status = COHORT_IN_PROGRESS;
+    r->anext = c->all;
+    if (c->all) c->all->aprev = r;
+    c->all = r;
+    *reqp = r;
+    if (c->state == C_READY) {
+        c->ep->cur_req = r;
+        if (is_send) post_send(r);
+        else post_recv(r);
+        c->ep->cur_req = NULL;
+        conn_update(c);
+    } else {
+        q_push(&c->def_h, &c->def_t, r);
+    }
+    return COHORT_SUCCESS;
+}
+
+static cohort_status_t tcp_isend(cohort_tp_conn_t connv, const void *buf, size_t len,
+                                 uint64_t tag, cohort_tp_mr_t mr, cohort_tp_req_t *req)
+{
+    (void)mr;
+    return post((tcp_conn_t *)connv, 1, (void *)buf, len, tag, req);
+}
+
+static cohort_status_t tcp_irecv(cohort_tp_conn_t connv, void *buf, size_t len, uint64_t tag,
+                                 cohort_tp_mr_t mr, cohort_tp_req_t *req)
+{
+    (void)mr;
+    return post((tcp_conn_t *)connv, 0, buf, len, tag, req);
+}
+
+static cohort_status_t tcp_test(cohort_tp_req_t reqv, size_t *nbytes)
+{
+    tcp_req_t *r = (tcp_req_t *)reqv;
+    tcp_conn_t *c = r->conn;
+    if (!r->done) {
+        c->ep->cur_req = r;
+        conn_progress(c);
+        c->ep->cur_req = NULL;
+    }
+    if (!r->done) return COHORT_IN_PROGRESS;
+    cohort_status_t st = r->status;
+    if (st == COHORT_SUCCESS) {
+        if (nbytes) *nbytes = r->nbytes;
+    } else {
+        c->ep->host->error(st, "%s", r->errmsg ? r->errmsg : c->errmsg);
+    }
+    r->released = 1;
+    req_maybe_free(r);
+    return st;
+}
+
+static cohort_status_t tcp_progress(cohort_tp_ep_t epv)
+{
+    tcp_ep_t *ep = (tcp_ep_t *)epv;
+    if (ep->signalled) {
+        uint64_t v;
+        ssize_t r;
+        do r = read(ep->evfd, &v, sizeof v);
+        while (r < 0 && errno == EINTR);
+        ep->signalled = 0;
+    }
+    ep->in_progress = 1;
+    cohort_status_t st = ep_progress(ep);
+    ep->in_progress = 0;
+    return st;
+}
+
+static int tcp_ep_fd(cohort_tp_ep_t epv)
+{
+    return epv ? ((tcp_ep_t *)epv)->epfd : -1;
+}
+
+__attribute__((visibility("default")))
+const cohort_transport_v1_t cohort_transport_v1 = {
+    .size = sizeof(cohort_transport_v1_t),
+    .abi_version = COHORT_PLUGIN_ABI_VERSION,
+    .name = "tcp",
+    .version = TCP_PLUGIN_VERSION,
+    .init = tcp_init,
+    .finalize = tcp_finalize,
+    .get_attr = tcp_get_attr,
+    .ep_open = tcp_ep_open,
+    .ep_close = tcp_ep_close,
+    .can_reach = tcp_can_reach,
+    .connect = tcp_connect,
+    .accept = tcp_accept,
+    .conn_test = tcp_conn_test,
+    .conn_close = tcp_conn_close,
+    .mem_reg = NULL,
+    .mem_dereg = NULL,
+    .isend = tcp_isend,
+    .irecv = tcp_irecv,
+    .test = tcp_test,
+    .progress = tcp_progress,
+    .ep_fd = tcp_ep_fd,
+    .coll = NULL,
+};
