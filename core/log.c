@@ -12,6 +12,14 @@
 #define MSG_MAX 2048
 
 static _Thread_local char last_error[MSG_MAX];
+static _Thread_local int error_level = COHORT_LOG_WARN;
+
+int cohort_error_log_level(int level)
+{
+    int old = error_level;
+    error_level = level;
+    return old;
+}
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static int log_level = -1;            /* -1: not read yet */
@@ -111,7 +119,7 @@ cohort_status_t cohort_verror(cohort_status_t status, const char *fmt, va_list a
     char msg[MSG_MAX];
     vsnprintf(msg, sizeof msg, fmt, ap);
     memcpy(last_error, msg, sizeof last_error);
-    cohort_log(COHORT_LOG_WARN, "error", "%s (%s)", msg, cohort_strerror(status));
+    cohort_log(error_level, "error", "%s (%s)", msg, cohort_strerror(status));
     return status;
 }
 

@@ -31,6 +31,9 @@ cohort_status_t cohort_verror(cohort_status_t status, const char *fmt, va_list a
 /* Prepends context to the current thread's last error: "ctx: <old message>". */
 void cohort_error_prefix(const char *fmt, ...) COHORT_PRINTF(1, 2);
 void cohort_error_clear(void);
+/* Level at which this thread logs recorded errors (default WARN); returns the previous one. The
+ * loader lowers it to INFO while probing optional plugins so an absent device is not a warning. */
+int cohort_error_log_level(int level);
 
 #define COHORT_WARN(subsys, ...)  cohort_log(COHORT_LOG_WARN, subsys, __VA_ARGS__)
 #define COHORT_INFO(subsys, ...)  cohort_log(COHORT_LOG_INFO, subsys, __VA_ARGS__)

@@ -103,18 +103,18 @@ static const struct { const char *name; size_t off; } required_fns[] = {
 static cohort_status_t validate(const char *path, const char *fname,
                                 const cohort_transport_v1_t *t)
 {
+    unsigned major = t->abi_version >> 16, minor = t->abi_version & 0xffff;
+    if (major != COHORT_PLUGIN_ABI_MAJOR)
+        return cohort_error(COHORT_ERR_PLUGIN, "plugin %s refused: plugin ABI %u.%u, this "
+                            "cohort supports ABI %d.x (any minor; it knows up to %d.%d); rebuild the "
+                            "plugin against this cohort's <cohort/plugin.h>", path, major,
+                            minor, COHORT_PLUGIN_ABI_MAJOR, COHORT_PLUGIN_ABI_MAJOR,
+                            COHORT_PLUGIN_ABI_MINOR);
     if (t->size < COHORT_TRANSPORT_V1_MIN_SIZE)
         return cohort_error(COHORT_ERR_PLUGIN, "plugin %s refused: its %s struct is %zu bytes, "
                             "smaller than ABI 1.0's %zu (corrupt or built against a broken "
                             "header)", path, COHORT_PLUGIN_SYMBOL, t->size,
                             (size_t)COHORT_TRANSPORT_V1_MIN_SIZE);
-    unsigned major = t->abi_version >> 16, minor = t->abi_version & 0xffff;
-    if (major != COHORT_PLUGIN_ABI_MAJOR)
-        return cohort_error(COHORT_ERR_PLUGIN, "plugin %s refused: plugin ABI %u.%u, this "
-                            "cohort supports ABI %d.x (%d.0 to %d.%d and newer minors); rebuild "
-                            "the plugin against this cohort's <cohort/plugin.h>", path, major,
-                            minor, COHORT_PLUGIN_ABI_MAJOR, COHORT_PLUGIN_ABI_MAJOR,
-                            COHORT_PLUGIN_ABI_MAJOR, COHORT_PLUGIN_ABI_MINOR);
     if (!t->name || strcmp(t->name, fname))
         return cohort_error(COHORT_ERR_PLUGIN, "plugin %s refused: it calls itself '%s' but its "
                             "file name says '%s'; rename the file libcohort-<name>.so", path,
@@ -227,8 +227,8 @@ void cohort_plugins_search_path(char *buf, size_t len)
     const char *pp = cohort_config_get("COHORT_PLUGIN_PATH");
     if (pp && *pp) used += (size_t)snprintf(buf, len, "%s:", pp);
     if (used < len && running_from_build_tree())
-        used += (size_t)snprintf(buf + used, len - used, "%s/transports/*/.libs:",
-                                 COHORT_BUILD_DIR);
+        used += (size_t)snprintf(buf + used, len - used, "%s/.libs:%s/transports/*/.libs:",
+                                 COHORT_BUILD_DIR, COHORT_BUILD_DIR);
     if (used < len) snprintf(buf + used, len - used, "%s", COHORT_PLUGIN_DIR);
 }
 
@@ -295,7 +295,9 @@ static int scan_all(candidate_t *c)
     return n;
 }
 
-static void report(const candidate_t *c, int loaded_ok, const char *why)
+/* One line per candidate: WARN when a plugin file is broken (wrong ABI, missing symbol, failed
+ * init), INFO when it was loaded, filtered out, or is unavailable on this machine. */
+static void report(const candidate_t *c, int loaded_ok, const char *why, int level)
 {
     if (nreports >= MAX_CANDIDATES) return;
     cohort_plugin_report_t *r = &reports[nreports++];
@@ -303,8 +305,8 @@ static void report(const candidate_t *c, int loaded_ok, const char *why)
     snprintf(r->path, sizeof r->path, "%s", c->path);
     r->loaded = loaded_ok;
     snprintf(r->why, sizeof r->why, "%s", why);
-    cohort_log(loaded_ok ? COHORT_LOG_INFO : COHORT_LOG_INFO, SUBSYS, "plugin %s (%s): %s %s",
-               c->name, c->path, loaded_ok ? "loaded:" : "skipped:", why);
+    cohort_log(level, SUBSYS, "plugin %s (%s): %s %s", c->name, c->path,
+               loaded_ok ? "loaded:" : "skipped:", why);
 }
 
 /* Better first: node scope before network, then higher bandwidth. */
@@ -347,13 +349,13 @@ static cohort_status_t load_all(int keep)
         for (int j = 0; j < n; j++) {
             int listed = 0;
             for (int i = 0; i < norder; i++) listed |= order[i] == j;
-            if (!listed) report(&cand[j], 0, "not in COHORT_TRANSPORTS");
+            if (!listed) report(&cand[j], 0, "not in COHORT_TRANSPORTS", COHORT_LOG_INFO);
         }
     } else {
         for (int j = 0; j < n; j++) {
             int excluded = 0;
             for (int i = 0; i < list.count; i++) excluded |= !strcmp(list.names[i], cand[j].name);
-            if (excluded) report(&cand[j], 0, "excluded by COHORT_TRANSPORTS");
+            if (excluded) report(&cand[j], 0, "excluded by COHORT_TRANSPORTS", COHORT_LOG_INFO);
             else order[norder++] = j;
         }
     }
@@ -361,9 +363,13 @@ static cohort_status_t load_all(int keep)
     for (int i = 0; i < norder; i++) {
         candidate_t *c = &cand[order[i]];
         cohort_plugin_t *p;
+        /* the report line below is the one line about this candidate */
+        int old_level = cohort_error_log_level(COHORT_LOG_NONE);
         cohort_status_t st = cohort_plugin_open(c->path, &p);
+        cohort_error_log_level(old_level);
         if (st) {
-            report(c, 0, cohort_last_error());
+            report(c, 0, cohort_last_error(),
+                   st == COHORT_ERR_UNSUPPORTED ? COHORT_LOG_INFO : COHORT_LOG_WARN);
             if (list.count && !list.exclude) {
                 /* The user asked for it by name: do not silently fall back. */
                 for (int j = first_loaded; j < nloaded; j++) cohort_plugin_close(loaded[j]);
@@ -379,7 +385,7 @@ static cohort_status_t load_all(int keep)
         snprintf(why, sizeof why, "version %s, ABI %u.%u, scope %s", p->ops->version
                  ? p->ops->version : "?", p->ops->abi_version >> 16, p->ops->abi_version & 0xffff,
                  p->attr.scope == COHORT_SCOPE_NODE ? "node" : "network");
-        report(c, 1, why);
+        report(c, 1, why, COHORT_LOG_INFO);
         if (keep) loaded[nloaded++] = p;
         else cohort_plugin_close(p);
     }

@@ -1,7 +1,7 @@
 /* Finding, validating, loading and initialising transport plugins.
  *
- * Search order: each directory of COHORT_PLUGIN_PATH, then the build tree's
- * transports/<name>/.libs when libcohort itself runs uninstalled from the build tree, then
+ * Search order: each directory of COHORT_PLUGIN_PATH, then the build tree (.libs and
+ * transports/<name>/.libs) when libcohort itself runs uninstalled from the build tree, then
  * $(pkglibdir). The first file found for a given name wins. COHORT_TRANSPORTS filters and orders.
  * Plugins are loaded once per process and shared by every communicator.
  */

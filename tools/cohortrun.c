@@ -382,7 +382,7 @@ typedef struct stream {
 
 typedef struct rank_proc {
     int rank;
-    const char *host;    /* name as given ("localhost" when no hosts) */
+    const char *host;    /* name as given (gethostname() when no hosts) */
     int local;           /* started directly, not through the agent */
     int node;            /* index of the node (for the local rank) */
     int local_rank, local_size;
@@ -499,7 +499,9 @@ static void place_ranks(job_t *job)
         if (nhosts <= 0) usage_error("%s names no hosts", o->hostlist ? "-H" : o->hostfile);
     } else {
         hosts = xcalloc(1, sizeof *hosts);
-        snprintf(hosts[0].host, sizeof hosts[0].host, "localhost");
+        if (gethostname(hosts[0].host, sizeof hosts[0].host) != 0 || !hosts[0].host[0])
+            snprintf(hosts[0].host, sizeof hosts[0].host, "localhost");
+        hosts[0].host[sizeof hosts[0].host - 1] = '\0';
         hosts[0].slots = o->np_given ? (int)o->np : 1;
         nhosts = 1;
     }
@@ -784,6 +786,10 @@ static void print_launch(const rank_proc_t *p, const strv_t *argv)
 /* ---------------------------------------------------------------------------------------- */
 /* Starting ranks                                                                           */
 
+/* cohortrun's own open-files limit, raised for many ranks; the ranks get the original back. */
+static struct rlimit orig_nofile;
+static int have_orig_nofile;
+
 static void close_from(int lowfd)
 {
 #ifdef SYS_close_range
@@ -818,6 +824,7 @@ static void child_exec(pid_t pgid, int devnull, int out_w, int err_w, int errpip
         fcntl(3, F_SETFD, FD_CLOEXEC);
     }
     close_from(4);
+    if (have_orig_nofile) setrlimit(RLIMIT_NOFILE, &orig_nofile);
     if (!e) {
         execvpe(argv[0], argv, envp);
         e = errno;
@@ -827,7 +834,8 @@ static void child_exec(pid_t pgid, int devnull, int out_w, int err_w, int errpip
     _exit(EXIT_CANNOT_RUN);
 }
 
-/* Returns 0, or errno of the failed exec (the rank is then reaped and not running). */
+/* Returns 0, or the exit status for cohortrun when the rank could not be started:
+ * EXIT_CANNOT_RUN when exec failed (the rank is then reaped), 1 for pipe/fork failures. */
 static int spawn_rank(job_t *job, rank_proc_t *p, int devnull)
 {
     strv_t vars = { 0 }, envp = { 0 }, argv = { 0 };
@@ -839,15 +847,15 @@ static int spawn_rank(job_t *job, rank_proc_t *p, int devnull)
     int out[2] = { -1, -1 }, err[2] = { -1, -1 }, ep[2] = { -1, -1 };
     int e = 0;
     if (pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC) || pipe2(ep, O_CLOEXEC)) {
-        e = errno;
         msg("cannot create pipes for rank %d: %s (raise the open files limit, ulimit -n)",
-            p->rank, strerror(e));
+            p->rank, strerror(errno));
+        e = 1;
         goto done;
     }
     pid_t pid = fork();
     if (pid < 0) {
-        e = errno;
-        msg("cannot fork rank %d: %s", p->rank, strerror(e));
+        msg("cannot fork rank %d: %s", p->rank, strerror(errno));
+        e = 1;
         goto done;
     }
     if (pid == 0) child_exec(job->pgid, devnull, out[1], err[1], ep[1], argv.v, envp.v);
@@ -867,10 +875,10 @@ static int spawn_rank(job_t *job, rank_proc_t *p, int devnull)
     do k = read(ep[0], &child_errno, sizeof child_errno);
     while (k < 0 && errno == EINTR);
     if (k == (ssize_t)sizeof child_errno) {
-        e = child_errno ? child_errno : EINVAL;
         const char *what = p->local ? "the command" : "the rsh agent";
         msg("cannot start rank %d on %s: %s '%s': %s", p->rank, p->host, what, argv.v[0],
-            strerror(e));
+            strerror(child_errno ? child_errno : EINVAL));
+        e = EXIT_CANNOT_RUN;
         int st;
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
         p->running = 0;
@@ -1160,7 +1168,7 @@ static int ms_until(double deadline, double now)
     return (int)ms + 1;
 }
 
-static int run(job_t *job, long rdv_timeout_s)
+static int run(job_t *job, double rdv_timeout_s)
 {
     double start = cohort_now_s();
     double job_deadline = job->o->timeout_s > 0 ? start + job->o->timeout_s : 0;
@@ -1182,11 +1190,11 @@ static int run(job_t *job, long rdv_timeout_s)
             start_termination(job, EXIT_TIMEOUT);
         }
         if (job->srv_active && !job->terminating && first_arrival > 0 &&
-            now >= first_arrival + (double)rdv_timeout_s) {
+            now >= first_arrival + rdv_timeout_s) {
             char missing[4096] = "";
             cohort_rdv_server_missing(job->srv, missing, sizeof missing);
             int running = count_running(job, NULL);
-            msg("%s %s did not reach the rendezvous within %ld s (COHORT_TIMEOUT) of the first "
+            msg("%s %s did not reach the rendezvous within %g s (COHORT_TIMEOUT) of the first "
                 "rank; terminating the %d running %s", strpbrk(missing, ",-") ? "ranks" : "rank",
                 missing, rdv_timeout_s, running, plural(running, "rank", "ranks"));
             start_termination(job, 1);
@@ -1250,11 +1258,12 @@ static int run(job_t *job, long rdv_timeout_s)
         handle_signals(job);
         reap(job, &hints);
 
-        /* serve the rendezvous: a short slice while idle, one pass while output flows; not
-         * while the job is being stopped (the ranks are going anyway, and the server would only
-         * add a line for each rank that leaves) */
+        /* Serve the rendezvous: a slice while idle, one pass while output flows. Signals
+         * (SIGCHLD, SIGINT) interrupt the server's poll, so only output waits for the slice.
+         * Not while the job is being stopped: the ranks are going anyway, and the server would
+         * only add a line for each rank that leaves. */
         if (job->srv_active && !job->terminating) {
-            int slice = ready > 0 ? 0 : 20;
+            int slice = ready > 0 ? 0 : 50;
             now = cohort_now_s();
             if (job_deadline && ms_until(job_deadline, now) < slice)
                 slice = ms_until(job_deadline, now);
@@ -1297,12 +1306,23 @@ static void become_subreaper(void)
 #endif
 }
 
-static void raise_fd_limit(void)
+/* Two pipes per rank and a rendezvous connection per rank, a few more while starting one: raise
+ * the soft limit when that is more than it allows, and refuse before starting anything when
+ * even the hard limit is too low. */
+static void raise_fd_limit(int nranks)
 {
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
+    rlim_t need = (rlim_t)nranks * 3 + 16, want = need + 48;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want)
+        return;
+    orig_nofile = rl;
+    have_orig_nofile = 1;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) getrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_cur < need) {
+        msg("%d ranks need about %lu open files in cohortrun but the limit is %lu; raise it "
+            "(ulimit -n)", nranks, (unsigned long)need, (unsigned long)rl.rlim_cur);
+        exit(1);
     }
 }
 
@@ -1312,9 +1332,10 @@ int main(int argc, char **argv)
     opts_t o;
     parse_options(argc, argv, &o);
 
-    long rdv_timeout = 300;
+    /* the same reading and range as the library's (core/comm.c) */
+    double rdv_timeout = 300;
     quiet_begin();
-    cohort_status_t st = cohort_config_long("COHORT_TIMEOUT", 1, 100000000L, &rdv_timeout);
+    cohort_status_t st = cohort_config_double("COHORT_TIMEOUT", 0.1, 1e7, &rdv_timeout);
     quiet_end();
     if (st) usage_error("%s", cohort_last_error());
 
@@ -1322,7 +1343,7 @@ int main(int argc, char **argv)
     memset(&job, 0, sizeof job);
     job.o = &o;
     place_ranks(&job);
-    raise_fd_limit();
+    raise_fd_limit(job.n);
     become_subreaper();
     setup_job(&job);
     setup_signals();
@@ -1339,16 +1360,11 @@ int main(int argc, char **argv)
     sigaddset(&chld, SIGCHLD);
     sigprocmask(SIG_BLOCK, &chld, &old);
     int launch_failed = 0;
-    for (int r = 0; r < job.n && !got_signal; r++) {
-        int e = spawn_rank(&job, &job.ranks[r], devnull);
-        if (e) {
-            launch_failed = 1;
-            break;
-        }
-    }
+    for (int r = 0; r < job.n && !got_signal && !launch_failed; r++)
+        launch_failed = spawn_rank(&job, &job.ranks[r], devnull);
     sigprocmask(SIG_SETMASK, &old, NULL);
     close(devnull);
-    if (launch_failed) start_termination(&job, EXIT_CANNOT_RUN);
+    if (launch_failed) start_termination(&job, launch_failed);
     else if (got_signal) handle_signals(&job);
 
     int code = run(&job, rdv_timeout);

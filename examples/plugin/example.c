@@ -13,7 +13,9 @@
  *    incomplete one is `cur`. Completed requests stay in the list until test() frees them.
  *  - nothing blocks: all sockets are non-blocking and progress stops at EAGAIN.
  */
-#define _GNU_SOURCE             /* accept4, SOCK_NONBLOCK */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1           /* accept4, SOCK_NONBLOCK */
+#endif
 #include <cohort/plugin.h>
 
 #include <errno.h>

@@ -175,7 +175,8 @@ static void try_gather(void)
 static void describe_status(int st, char *buf, size_t len)
 {
     if (WIFEXITED(st)) snprintf(buf, len, "exited with status %d%s", WEXITSTATUS(st),
-                                WEXITSTATUS(st) == 23 ? " (a sanitizer report? see stderr)" : "");
+                                WEXITSTATUS(st) ? " (its stderr says why: an error, or a "
+                                "sanitizer/leak report)" : "");
     else if (WIFSIGNALED(st)) snprintf(buf, len, "killed by signal %d (%s)", WTERMSIG(st),
                                        strsignal(WTERMSIG(st)));
     else snprintf(buf, len, "status 0x%x", st);
@@ -453,6 +454,8 @@ int main(int argc, char **argv)
         if (pid == 0) {
             close(sv[0]);
             for (int q = 0; q < r; q++) close(kids[q].fd);
+            /* An application may not ignore SIGPIPE: the plugin must never raise it. */
+            signal(SIGPIPE, SIG_DFL);
             cf_child_main(&opts, r, sv[1]);
         }
         close(sv[1]);

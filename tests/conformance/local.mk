@@ -1,1 +1,13 @@
-# placeholder
+# Plugin conformance suite: cohort-conformance PLUGIN.so [--np N] (installed, for plugin
+# authors), run here on the freshly built TCP transport; plus TCP-specific handshake checks.
+bin_PROGRAMS += cohort-conformance
+cohort_conformance_SOURCES = tests/conformance/conformance.c tests/conformance/child.c \
+	tests/conformance/cases.c tests/conformance/conformance.h
+cohort_conformance_LDADD = libcohort.la -lm
+
+check_PROGRAMS += tests/conformance/tcp-handshake
+tests_conformance_tcp_handshake_SOURCES = tests/conformance/tcp_handshake.c
+tests_conformance_tcp_handshake_LDADD = libcohort.la
+
+TESTS += tests/conformance/run-tcp.sh tests/conformance/run-tcp-handshake.sh
+dist_noinst_SCRIPTS += tests/conformance/run-tcp.sh tests/conformance/run-tcp-handshake.sh

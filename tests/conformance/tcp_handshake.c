@@ -193,6 +193,7 @@ static int peer_closed(void *v)
 /* One attack: sends `len` bytes (or nothing), expects the endpoint to close without answering
  * and one WARN line with our address and `reason`. */
 static char logbuf[1 << 16];
+static void capture_read(void);
 
 static void attack(ep_t *e, const char *name, const void *bytes, size_t len,
                    const char *reason, int close_early)
@@ -210,6 +211,7 @@ static void attack(ep_t *e, const char *name, const void *bytes, size_t len,
     CHECK(ok && c.closed, "%s: the endpoint did not close the connection", name);
     CHECK(c.got == 0, "%s: the endpoint answered %d bytes to a bad handshake", name, c.got);
     close(fd);
+    capture_read();
     /* the log line */
     char pat[160];
     snprintf(pat, sizeof pat, "refused a connection from %s ", me);
@@ -233,12 +235,18 @@ static void attack(ep_t *e, const char *name, const void *bytes, size_t len,
 }
 
 static int logfd = -1, saved_stderr = -1;
-static char logpath[] = "/tmp/tcp-handshake-log-XXXXXX";
+static char logpath[4096];
 
 static void capture_start(void)
 {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(logpath, sizeof logpath, "%s/tcp-handshake-log-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     fflush(stderr);
     logfd = mkstemp(logpath);
+    if (logfd < 0) {
+        printf("FAIL  mkstemp %s: %s\n", logpath, strerror(errno));
+        exit(1);
+    }
     saved_stderr = dup(2);
     dup2(logfd, 2);
 }
@@ -441,7 +449,6 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof junk; i++) junk[i] = (char)rand();
 
     attack(&e0, "connect and hang up", NULL, 0, "closed after 0 of", 1);
-    capture_read();
     attack(&e0, "garbage", junk, sizeof junk, "bad magic", 0);
     capture_read();
     make_hello(&h, JOB, 77, 1, 0, 2, 0, 2);
@@ -480,7 +487,6 @@ int main(int argc, char **argv)
     h.version = 99;
     sign_hello(&h, b, 0);
     attack(&e0, "another protocol version", b, sizeof b, "protocol version 99", 0);
-    capture_read();
     CHECK(T->conn_test(acc) == COHORT_IN_PROGRESS, "a refused connection touched the accept");
 
     /* ---- the real rank 1 still gets in ------------------------------------------------ */
@@ -498,7 +504,6 @@ int main(int argc, char **argv)
     make_hello(&h, JOB, 77, 1, 0, 2, 0, 2);
     sign_hello(&h, b, 0);
     attack(&e0, "duplicate socket", b, sizeof b, "duplicate connection", 0);
-    capture_read();
     exchange(&e0, &e1, acc, con, 1000, "after the duplicate");
     capture_stop();
 

@@ -327,6 +327,25 @@ static void test_split_and_oob(void)
     }
 }
 
+/* Ranks 0 and 1 call allreduce with different counts: both must get COHORT_ERR_MISMATCH (not a
+ * hang, not corrupted memory), and the communicator then refuses further work. */
+static void test_mismatch(void)
+{
+    cohort_comm_t *pair = NULL;
+    cohort_status_t st = cohort_comm_split(comm, rank < 2 ? 0 : -1, 0, &pair);
+    CHECK(st == COHORT_SUCCESS, "split for the mismatch test: %s", cohort_last_error());
+    if (!pair) return;
+    int buf[64] = { 0 }, out[64];
+    size_t count = rank == 0 ? 10 : 20;
+    st = cohort_allreduce(pair, buf, out, count, COHORT_INT32, COHORT_SUM);
+    CHECK(st == COHORT_ERR_MISMATCH && strstr(cohort_last_error(), "rank"),
+          "mismatched counts gave %s: %s", cohort_strerror(st), cohort_last_error());
+    st = cohort_allreduce(pair, buf, out, 1, COHORT_INT32, COHORT_SUM);
+    CHECK(st == COHORT_ERR_MISMATCH, "a broken communicator must refuse work, got %s",
+          cohort_strerror(st));
+    cohort_comm_destroy(pair);
+}
+
 static void test_bad_args(void)
 {
     int x = 0;
@@ -416,6 +435,7 @@ int main(int argc, char **argv)
     CHECK(st == COHORT_SUCCESS, "barrier: %s", cohort_last_error());
     test_split_and_oob();
     test_bad_args();
+    if (nranks >= 2) test_mismatch();
     st = cohort_barrier(comm);
     CHECK(st == COHORT_SUCCESS, "final barrier: %s", cohort_last_error());
 

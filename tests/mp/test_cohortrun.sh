@@ -238,6 +238,39 @@ else
     echo "# skipping the rendezvous cases: $CR_RDV_CLIENT not built"
 fi
 
+# --- which rank is blamed ----------------------------------------------------------------
+# Rank 2 dies first and the others fail right after it (as they do when a peer is lost), all
+# while cohortrun is stopped: it then reaps all four at once and must still name rank 2.
+zstate() { awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null; }
+if [ -r /proc/self/stat ]; then
+    mkdir "$T/blame"
+    "$CR" -np 4 sh -c 'echo $$ >"'"$T"'/blame/$COHORT_RANK.tmp" && mv "'"$T"'/blame/$COHORT_RANK.tmp" "'"$T"'/blame/$COHORT_RANK"
+                       if [ "$COHORT_RANK" = 2 ]; then f=go2; c=3; else f=go; c=1; fi
+                       i=0; while [ ! -e "'"$T"'/$f" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+                       exit $c' >"$T/out" 2>"$T/err" </dev/null &
+    crpid=$!
+    i=0
+    while [ "$(ls "$T/blame" | grep -vc tmp)" -lt 4 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    kill -STOP "$crpid"
+    zombies() { z=0; for r in "$@"; do [ "$(zstate "$(cat "$T/blame/$r")")" = Z ] && z=$((z + 1)); done; echo $z; }
+    touch "$T/go2"
+    i=0
+    while [ "$(zombies 2)" -lt 1 ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i + 1)); done
+    touch "$T/go"
+    i=0
+    while [ "$(zombies 0 1 3)" -lt 3 ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i + 1)); done
+    kill -CONT "$crpid"
+    i=0
+    while kill -0 "$crpid" 2>/dev/null && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+    if kill -0 "$crpid" 2>/dev/null; then kill -9 "$crpid"; fi
+    wait "$crpid"
+    rc=$?
+    elapsed=0
+    check "ranks failing together: the first to die (rank 2) is named, and its status returned" \
+        sh -c '[ '"$rc"' -eq 3 ] && [ "$(grep -c "^cohortrun: rank" "'"$T"'/err")" -eq 1 ] &&
+               grep -q "^cohortrun: rank 2 .*exited with status 3" "'"$T"'/err"'
+fi
+
 # --- interrupts --------------------------------------------------------------------------
 # Each rank leaves its pid and its child's pid; after SIGINT to cohortrun all must be gone.
 mkdir "$T/pids"

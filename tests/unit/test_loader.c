@@ -1,7 +1,9 @@
 /* Unit tests for core/plugin_loader.c against the deliberately broken plugins of tests/plugins/
  * (and the good libcohort-future.so, whose struct is larger than ABI 1.0's). Each refusal must
  * give the right status and a cohort_last_error() that names the file and the reason. */
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1   /* mkdtemp, setenv */
+#endif
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>

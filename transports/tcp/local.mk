@@ -1,1 +1,6 @@
-# placeholder
+# TCP transport plugin: libcohort-tcp.so, installed in $(pkglibdir). Includes only
+# <cohort/plugin.h>; exports only cohort_transport_v1 (everything else is hidden).
+pkglib_LTLIBRARIES += libcohort-tcp.la
+libcohort_tcp_la_SOURCES = transports/tcp/tcp.c transports/tcp/tcp_wire.h
+libcohort_tcp_la_CFLAGS = $(AM_CFLAGS) -O2 -fvisibility=hidden
+libcohort_tcp_la_LDFLAGS = -module -avoid-version -shared

@@ -1,0 +1,17 @@
+#!/bin/sh
+# cohort-bench end to end: every collective, every dtype and op, checked results (#wrong must be
+# 0 and the exit status 0), plus JSON output and the SVG mode.
+. "$top_srcdir/tests/mp/lib.sh"
+BENCH="$top_builddir/bench/cohort-bench"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for coll in allreduce broadcast reduce allgather reduce_scatter alltoall barrier; do
+    run_case "bench np=3 $coll, all dtypes and ops" \
+        "$COHORTRUN" -np 3 "$BENCH" -c "$coll" -b 8 -e 64K -f 16 -d all -o all -n 2 -w 1
+done
+run_case "bench np=2 allreduce 8 B..2 MiB with JSON" \
+    "$COHORTRUN" -np 2 "$BENCH" -c allreduce -b 8 -e 2M -f 8 -n 3 -w 1 --json "$tmp/a.json"
+run_case "bench JSON has every size" grep -q "\"bytes\": *2097152" "$tmp/a.json"
+run_case "bench SVG from JSON" "$BENCH" --svg "$tmp/a.svg" --from "$tmp/a.json"
+run_case "bench SVG is an SVG" grep -q '<svg' "$tmp/a.svg"
+finish
