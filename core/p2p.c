@@ -125,49 +125,45 @@ static cohort_status_t timeout_error(cohort_comm_t *comm, cohort_preq_t *reqs, i
                         comm->timeout_s, who);
 }
 
+/* The plugin contract: ep_fd is readable when progress() could advance something; after waking,
+ * call progress() and then test every request before sleeping again. */
 static cohort_status_t wait_some(cohort_comm_t *comm, cohort_preq_t *reqs, int n, int any,
                                  int *index)
 {
     uint64_t deadline = 0;
     unsigned spins = 0;
+    if (any) *index = -1;
     for (;;) {
         int pending = 0, progressed = 0;
         for (int i = 0; i < n; i++) {
             if (reqs[i].done) continue;
             cohort_status_t st = cohort_p2p_test(comm, &reqs[i]);
             if (st) return st;
-            if (reqs[i].done) {
-                progressed = 1;
-                if (any) {
-                    *index = i;
-                    return COHORT_SUCCESS;
-                }
-            } else {
+            if (!reqs[i].done) {
                 pending++;
+                continue;
             }
-        }
-        if (!pending) {
+            progressed = 1;
             if (any) {
-                *index = -1;
+                *index = i;
                 return COHORT_SUCCESS;
             }
-            return COHORT_SUCCESS;
         }
+        if (!pending) return COHORT_SUCCESS;
         if (atomic_load(&comm->aborted))
             return cohort_error(COHORT_ERR_ABORTED, "rank %d: %s interrupted: the communicator "
                                 "was aborted", comm->rank, comm->desc);
         if (progressed) {
             spins = 0;
             deadline = 0;   /* COHORT_TIMEOUT bounds a stall, not the whole collective */
-            continue;
+        } else if (++spins >= SPINS_BEFORE_SLEEP) {
+            uint64_t now = cohort_now_ns();
+            if (!deadline) deadline = now + (uint64_t)(comm->timeout_s * 1e9);
+            else if (now > deadline) return timeout_error(comm, reqs, n);
+            idle_wait(comm);
         }
         cohort_status_t st = progress_all(comm);
         if (st) return st;
-        if (++spins < SPINS_BEFORE_SLEEP) continue;
-        uint64_t now = cohort_now_ns();
-        if (!deadline) deadline = now + (uint64_t)(comm->timeout_s * 1e9);
-        else if (now > deadline) return timeout_error(comm, reqs, n);
-        idle_wait(comm);
     }
 }
 

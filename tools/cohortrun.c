@@ -1254,7 +1254,7 @@ static int run(job_t *job, double rdv_timeout_s)
                 if (pfd[i].revents)
                     stream_read(job, &job->ranks[pfd_rank[i] / 2], pfd_rank[i] % 2, 0);
         }
-        if (ready > 0 && pfd[0].revents) drain_sig_pipe(&hints);
+        drain_sig_pipe(&hints);   /* always: an EINTR from poll means a record is waiting */
         handle_signals(job);
         reap(job, &hints);
 

@@ -33,7 +33,8 @@ int main(int argc, char **argv)
         return 0;
     }
     cohort_rdv_client_t *cl = NULL;
-    cohort_status_t st = cohort_rdv_connect(url, job, secret, strlen(secret), rank, size, 60.0, &cl);
+    cohort_status_t st = cohort_rdv_connect(url, job, secret, strlen(secret), rank, size, 60.0,
+                                            &cl);
     if (st) {
         fprintf(stderr, "cr_rdv_client: rank %d: connect: %s\n", rank, cohort_last_error());
         return 1;

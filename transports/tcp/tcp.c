@@ -583,6 +583,7 @@ static void do_tx(tsock_t *s)
 static void match_header(tcp_conn_t *c)
 {
     tcp_req_t *r = q_pop(&c->unm_h, &c->unm_t);
+    if (!r) return;   /* callers only complete a header when a receive is posted */
     uint64_t tag = tcp_get64(c->hdr);
     uint64_t len64 = tcp_get64(c->hdr + 8);
     c->hdr_off = 0;
