@@ -111,15 +111,27 @@ static cohort_status_t begin(cohort_comm_t *comm, cohort_coll_args_t *a, const c
     }
     comm->seq++;
     comm->tag = (comm->seq << 32) | sig32(a);
-    if (a->coll == COHORT_COLL_BARRIER)
+    comm->cur = a;
+    return COHORT_SUCCESS;
+}
+
+const char *cohort_comm_desc(cohort_comm_t *comm)
+{
+    const cohort_coll_args_t *a = comm->cur;
+    if (!a) {
+        snprintf(comm->desc, sizeof comm->desc, "communicator set-up");
+    } else if (a->coll == COHORT_COLL_BARRIER) {
         snprintf(comm->desc, sizeof comm->desc, "barrier #%llu", (unsigned long long)comm->seq);
-    else
+    } else {
+        int reduces = a->coll == COHORT_COLL_ALLREDUCE || a->coll == COHORT_COLL_REDUCE ||
+                      a->coll == COHORT_COLL_REDUCE_SCATTER;
         snprintf(comm->desc, sizeof comm->desc, "%s #%llu (count %zu, %s%s%s, root %d)",
                  cohort_coll_name(a->coll), (unsigned long long)comm->seq, a->count,
                  cohort_dtype_name(a->dtype), reduces ? ", " : "",
                  reduces ? cohort_op_name(a->op) : "",
                  a->coll == COHORT_COLL_BROADCAST || a->coll == COHORT_COLL_REDUCE ? a->root : -1);
-    return COHORT_SUCCESS;
+    }
+    return comm->desc;
 }
 
 /* One rank: the result is the input (AVG of one value is the value). */
@@ -138,10 +150,8 @@ static void single_rank(const cohort_coll_args_t *a, int rank)
     (void)rank;
 }
 
-static cohort_status_t run(cohort_comm_t *comm, cohort_coll_args_t *a, const char *fn)
+static cohort_status_t dispatch(cohort_comm_t *comm, cohort_coll_args_t *a)
 {
-    cohort_status_t st = begin(comm, a, fn);
-    if (st) return st;
     if (a->coll != COHORT_COLL_BARRIER && a->count == 0) {
         comm->last_algo = "none";
         return COHORT_SUCCESS;
@@ -152,7 +162,7 @@ static cohort_status_t run(cohort_comm_t *comm, cohort_coll_args_t *a, const cha
         return COHORT_SUCCESS;
     }
     const cohort_algo_t *algo;
-    st = cohort_coll_select(comm, a, &algo);
+    cohort_status_t st = cohort_coll_select(comm, a, &algo);
     if (st) return st;
     comm->last_algo = algo->name;
     st = algo->fn(comm, a);
@@ -160,6 +170,15 @@ static cohort_status_t run(cohort_comm_t *comm, cohort_coll_args_t *a, const cha
         comm->broken = st;
         snprintf(comm->broken_msg, sizeof comm->broken_msg, "%s", cohort_last_error());
     }
+    return st;
+}
+
+static cohort_status_t run(cohort_comm_t *comm, cohort_coll_args_t *a, const char *fn)
+{
+    cohort_status_t st = begin(comm, a, fn);
+    if (st) return st;
+    st = dispatch(comm, a);
+    comm->cur = NULL;   /* a lives on this call's stack */
     return st;
 }
 

@@ -85,7 +85,7 @@ void *cohort_coll_scratch(cohort_comm_t *comm, int slot, size_t bytes)
         if (posix_memalign(&comm->scratch[slot], 64, len) != 0) {
             comm->scratch[slot] = NULL;
             cohort_error(COHORT_ERR_NO_MEMORY, "rank %d: cannot allocate %zu bytes of scratch "
-                         "for %s", comm->rank, bytes, comm->desc);
+                         "for %s", comm->rank, bytes, cohort_comm_desc(comm));
             return NULL;
         }
         comm->scratch_len[slot] = len;

@@ -29,7 +29,8 @@ struct cohort_comm {
     /* the collective in progress */
     uint64_t seq;
     uint64_t tag;
-    char desc[192];
+    const struct cohort_coll_args *cur;  /* arguments of the collective in progress */
+    char desc[192];                      /* formatted from cur on demand (error paths only) */
     const char *last_algo;
 
     cohort_plugin_t *const *plugins;    /* the process-wide set (a reference is held) */
@@ -48,6 +49,9 @@ struct cohort_comm {
     cohort_status_t broken;              /* non-zero after a failed collective */
     char broken_msg[512];
 };
+
+/* "allreduce #12 (count 1000, float32, sum, root -1)": the collective in progress, for messages. */
+const char *cohort_comm_desc(cohort_comm_t *comm);
 
 /* Validates a communicator handle from the user (NULL, destroyed). */
 cohort_status_t cohort_comm_check(const cohort_comm_t *comm, const char *fn);

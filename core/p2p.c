@@ -18,7 +18,7 @@ static cohort_status_t check_peer(cohort_comm_t *comm, int peer, const char *wha
     if (peer < 0 || peer >= comm->nranks || peer == comm->rank || !comm->peers ||
         comm->peers[peer].plugin < 0)
         return cohort_error(COHORT_ERR_INTERNAL, "rank %d: %s to invalid peer %d in %s",
-                            comm->rank, what, peer, comm->desc);
+                            comm->rank, what, peer, cohort_comm_desc(comm));
     return COHORT_SUCCESS;
 }
 
@@ -44,7 +44,7 @@ static cohort_status_t post(cohort_comm_t *comm, int peer, void *buf, size_t len
         req->tp = NULL;
         cohort_error_prefix("rank %d posting a %zu-byte %s %s rank %d (%s) in %s", comm->rank,
                             len, is_send ? "send to" : "receive from", "", peer,
-                            comm->peers[peer].host, comm->desc);
+                            comm->peers[peer].host, cohort_comm_desc(comm));
     }
     return st;
 }
@@ -65,7 +65,7 @@ cohort_status_t cohort_p2p_test(cohort_comm_t *comm, cohort_preq_t *req)
 {
     if (req->done) return COHORT_SUCCESS;
     if (!req->tp) return cohort_error(COHORT_ERR_INTERNAL, "rank %d: testing a request that was "
-                                      "never posted in %s", comm->rank, comm->desc);
+                                      "never posted in %s", comm->rank, cohort_comm_desc(comm));
     size_t got = 0;
     cohort_status_t st = ops_of(comm, req->peer)->test(req->tp, &got);
     if (st == COHORT_IN_PROGRESS) return COHORT_SUCCESS;
@@ -73,7 +73,7 @@ cohort_status_t cohort_p2p_test(cohort_comm_t *comm, cohort_preq_t *req)
     if (st) {
         cohort_error_prefix("rank %d %s rank %d (%s) in %s", comm->rank,
                             req->is_send ? "sending to" : "receiving from", req->peer,
-                            comm->peers[req->peer].host, comm->desc);
+                            comm->peers[req->peer].host, cohort_comm_desc(comm));
         return st;
     }
     req->done = 1;
@@ -82,7 +82,7 @@ cohort_status_t cohort_p2p_test(cohort_comm_t *comm, cohort_preq_t *req)
         return cohort_error(COHORT_ERR_MISMATCH, "rank %d received %zu bytes from rank %d (%s) "
                             "but expected %zu in %s: the ranks called the collective with "
                             "different counts or datatypes", comm->rank, got, req->peer,
-                            comm->peers[req->peer].host, req->len, comm->desc);
+                            comm->peers[req->peer].host, req->len, cohort_comm_desc(comm));
     return COHORT_SUCCESS;
 }
 
@@ -121,7 +121,7 @@ static cohort_status_t timeout_error(cohort_comm_t *comm, cohort_preq_t *reqs, i
                                      reqs[i].peer, comm->peers[reqs[i].peer].host);
     return cohort_error(COHORT_ERR_TIMEOUT, "rank %d: %s stalled for %.0f s waiting on: %s. "
                         "Did every rank call it with the same arguments? A peer that hangs or "
-                        "died? COHORT_TIMEOUT sets the limit", comm->rank, comm->desc,
+                        "died? COHORT_TIMEOUT sets the limit", comm->rank, cohort_comm_desc(comm),
                         comm->timeout_s, who);
 }
 
@@ -152,7 +152,7 @@ static cohort_status_t wait_some(cohort_comm_t *comm, cohort_preq_t *reqs, int n
         if (!pending) return COHORT_SUCCESS;
         if (atomic_load(&comm->aborted))
             return cohort_error(COHORT_ERR_ABORTED, "rank %d: %s interrupted: the communicator "
-                                "was aborted", comm->rank, comm->desc);
+                                "was aborted", comm->rank, cohort_comm_desc(comm));
         if (progressed) {
             spins = 0;
             deadline = 0;   /* COHORT_TIMEOUT bounds a stall, not the whole collective */

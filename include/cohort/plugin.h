@@ -15,6 +15,7 @@
  *  - On failure a function returns a negative cohort_status_t after calling host->error() with a
  *    message naming what failed (peer rank, interface, errno text) and what to try.
  *  - A plugin includes only this header; everything it needs from the core is in the host table.
+ *  - The core drives one endpoint (and its connections) from one thread at a time.
  */
 #ifndef COHORT_PLUGIN_H
 #define COHORT_PLUGIN_H
@@ -65,7 +66,8 @@ typedef struct cohort_host_v1 {
     /* Value of a setting (environment, then cohort.conf, then the default); NULL if unset. */
     const char *(*setting)(const char *name);
     /* Parsed integer setting: COHORT_SUCCESS, or COHORT_ERR_INVALID_ARG with a message naming
-     * the variable and the bad text. */
+     * the variable and the bad text. When the setting is unset, COHORT_SUCCESS and *value is left
+     * unchanged (preset your default). */
     cohort_status_t (*setting_long)(const char *name, long *value);
     /* The interfaces a network transport may use, best first. *count may be 0. On a
      * COHORT_SOCKET_IFNAME that matches nothing: COHORT_ERR_INVALID_ARG, message lists what exists. */
@@ -124,6 +126,7 @@ typedef struct cohort_transport_v1 {
      * "no RDMA device") to mark the plugin unavailable on this machine. */
     cohort_status_t (*init)(const cohort_host_v1_t *host, cohort_tp_ctx_t *ctx);
     cohort_status_t (*finalize)(cohort_tp_ctx_t ctx);
+    /* The core sets attr->size; write no field beyond it. */
     cohort_status_t (*get_attr)(cohort_tp_ctx_t ctx, cohort_transport_attr_t *attr);
 
     /* Endpoint: one per communicator. addr receives an opaque blob (at most *addrlen bytes,
@@ -133,7 +136,8 @@ typedef struct cohort_transport_v1 {
     /* Closes every connection of the endpoint, even with operations in flight (they are
      * cancelled). Never blocks. */
     cohort_status_t (*ep_close)(cohort_tp_ep_t ep);
-    /* 1 if this endpoint can reach the peer whose address blob is given, else 0. */
+    /* 1 if this endpoint can reach the peer whose address blob is given, else 0. Must be
+     * symmetric: if a can reach b, b can reach a. */
     int (*can_reach)(cohort_tp_ep_t ep, int peer, const void *peer_addr, size_t addrlen);
 
     /* Connection setup, never blocking. For each pair exactly one side calls connect and the
@@ -144,6 +148,8 @@ typedef struct cohort_transport_v1 {
                                size_t addrlen, cohort_tp_conn_t *conn);
     cohort_status_t (*accept)(cohort_tp_ep_t ep, int peer, cohort_tp_conn_t *conn);
     cohort_status_t (*conn_test)(cohort_tp_conn_t conn);
+    /* Frees every request still open on the connection (pending, or completed but not yet
+     * tested); their handles are invalid afterwards. ep_close does the same for all its conns. */
     cohort_status_t (*conn_close)(cohort_tp_conn_t conn);
 
     /* Memory registration (optional: NULL when not needed). mr may be passed to isend/irecv. */
@@ -154,7 +160,12 @@ typedef struct cohort_transport_v1 {
      * n-th irecv on the other, in each direction independently. A receive whose incoming
      * message carries a different tag, or more bytes than len, completes with
      * COHORT_ERR_MISMATCH (message names both tags/sizes). Fewer bytes than len is allowed;
-     * test reports the size. Buffers must stay valid until the request completes. */
+     * test reports the size. A MISMATCH consumes the offending message, so the next receive
+     * matches the next message. Buffers must stay valid until the request completes.
+     * Requests may be posted before conn_test reports SUCCESS (they are queued). On a failed
+     * connection isend/irecv may return the error at once (with *req = NULL). A send may
+     * complete only once the receiver takes the data: the core posts receives before it waits
+     * on sends. */
     cohort_status_t (*isend)(cohort_tp_conn_t conn, const void *buf, size_t len, uint64_t tag,
                              cohort_tp_mr_t mr, cohort_tp_req_t *req);
     cohort_status_t (*irecv)(cohort_tp_conn_t conn, void *buf, size_t len, uint64_t tag,
@@ -165,8 +176,11 @@ typedef struct cohort_transport_v1 {
     /* Advances every connection of the endpoint; returns an error only for endpoint-wide
      * failures. Never blocks. */
     cohort_status_t (*progress)(cohort_tp_ep_t ep);
-    /* Optional: a file descriptor the core may poll() for readability before calling progress
-     * (lets waiting ranks sleep instead of spinning). -1 when none. */
+    /* Optional: a file descriptor the core may poll() for readability to sleep instead of
+     * spinning. -1 when none. Contract: it is readable whenever progress() could advance
+     * something, including a request that completed inside another call since the last
+     * progress(). After waking, the core calls progress() and then tests every request it waits
+     * for before it sleeps again. */
     int (*ep_fd)(cohort_tp_ep_t ep);
 
     /* Optional collective table (NULL when the plugin offers none). */

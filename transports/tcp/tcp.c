@@ -105,6 +105,7 @@ typedef struct tsock {
     int fd;
     int state;
     uint32_t events;               /* currently registered with epoll */
+    int rx_idle;                   /* EPOLLIN fired with no receive wanting it: disarm */
     unsigned char hello[TCP_HELLO_SIZE];
     size_t hello_off;
     unsigned char ack[TCP_ACK_SIZE];
@@ -360,7 +361,16 @@ static int conn_rx0_wants(const tcp_conn_t *c)
     return c->socks[0].rxh != NULL || c->unm_h != NULL;
 }
 
-static uint32_t sock_wanted_events(const tsock_t *s)
+static int sock_rx_wanted(const tsock_t *s)
+{
+    return s->idx == 0 ? conn_rx0_wants(s->conn) : s->rxh != NULL;
+}
+
+/* EPOLLIN is disarmed lazily: it stays registered after a receive completes (the next one is
+ * usually posted before its data arrives, which saves two epoll_ctl calls per message) and is
+ * dropped only once epoll reports data that no posted receive wants, so that ep_fd does not stay
+ * readable for data the core has not asked for yet. */
+static uint32_t sock_wanted_events(tsock_t *s)
 {
     switch (s->state) {
     case S_CONNECTING:
@@ -371,7 +381,12 @@ static uint32_t sock_wanted_events(const tsock_t *s)
     case S_READY: {
         uint32_t ev = 0;
         if (s->txh) ev |= EPOLLOUT;
-        if (s->idx == 0 ? conn_rx0_wants(s->conn) : s->rxh != NULL) ev |= EPOLLIN;
+        if (sock_rx_wanted(s)) {
+            s->rx_idle = 0;
+            ev |= EPOLLIN;
+        } else if ((s->events & EPOLLIN) && !s->rx_idle) {
+            ev |= EPOLLIN;
+        }
         return ev;
     }
     default:
@@ -1136,6 +1151,7 @@ static void sock_event(tsock_t *s, uint32_t revents)
             if (s->idx == 0) do_rx0(c);
             else do_rxk(s);
         }
+        if ((revents & EPOLLIN) && !sock_rx_wanted(s)) s->rx_idle = 1;
         if (c->state == C_READY && (revents & (EPOLLERR | EPOLLHUP))) {
             int err = 0;
             socklen_t el = sizeof err;
