@@ -456,6 +456,11 @@ static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_
             }
         }
         c->node_count = hosts;
+        /* More local ranks than usable cores: waits must yield, not spin (see p2p.c). */
+        cpu_set_t cpus;
+        int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus)
+                   : (int)sysconf(_SC_NPROCESSORS_ONLN);
+        c->oversubscribed = ncpu > 0 && c->local_size > ncpu;
         if (!st) st = connect_all(c);
     }
     /* Round 4: everyone says whether it got connected, so failures are shared. */

@@ -39,6 +39,7 @@ struct cohort_comm {
     cohort_peer_t *peers;
     cohort_rdv_server_t *server;         /* rank 0 hosting the rendezvous */
 
+    int oversubscribed;                  /* more ranks on this node than cores we may run on */
     double timeout_s;
     size_t chunk;
     cohort_algo_spec_t algo_spec;

@@ -99,6 +99,9 @@ int main(int argc, char **argv)
            COHORT_VERSION_MAJOR, COHORT_VERSION_MINOR, COHORT_VERSION_PATCH,
            COHORT_PLUGIN_ABI_MAJOR, COHORT_PLUGIN_ABI_MINOR);
     printf("Installed plugin directory: %s\n", COHORT_PLUGIN_DIR);
+#ifdef COHORT_BUILD_SUMMARY
+    printf("Build: %s\n", COHORT_BUILD_SUMMARY);
+#endif
     int rc = 0;
     if (plugins) show_plugins();
     if (settings) show_settings();

@@ -2,5 +2,5 @@
 check_PROGRAMS += tests/mp/collcheck
 tests_mp_collcheck_SOURCES = tests/mp/collcheck.c
 tests_mp_collcheck_LDADD = libcohort.la -lm
-TESTS += tests/mp/test_collectives.sh tests/mp/test_bench.sh
-dist_noinst_SCRIPTS += tests/mp/test_collectives.sh tests/mp/test_bench.sh tests/mp/lib.sh
+TESTS += tests/mp/test_collectives.sh tests/mp/test_bench.sh tests/mp/test_bootstrap.sh
+dist_noinst_SCRIPTS += tests/mp/test_collectives.sh tests/mp/test_bench.sh tests/mp/test_bootstrap.sh tests/mp/lib.sh
