@@ -136,14 +136,22 @@ static cohort_status_t open_endpoints(cohort_comm_t *c, card_t *card)
     if (!c->eps) return cohort_error(COHORT_ERR_NO_MEMORY, "no memory for endpoints");
     cohort_ep_info_t info = { sizeof info, c->rank, c->nranks, c->comm_id, NULL };
     info.job_id = g_job_id;
+    cohort_status_t first_st = COHORT_SUCCESS;
+    char first_why[768] = "";
     for (int i = 0; i < c->nplugins && card->nplugins < CARD_PLUGINS; i++) {
         const cohort_plugin_t *p = c->plugins[i];
         card_plugin_t *cp = &card->plugins[card->nplugins];
         size_t len = sizeof cp->addr;
+        cohort_error_clear();
         st = p->ops->ep_open(p->ctx, &info, &c->eps[i], cp->addr, &len);
         if (st) {
+            const char *why = cohort_last_error()[0] ? cohort_last_error() : "no reason given";
             cohort_log(COHORT_LOG_WARN, SUBSYS, "transport %s cannot open an endpoint, not "
-                       "using it: %s", p->name, cohort_last_error());
+                       "using it: %s", p->name, why);
+            if (!first_st) {
+                first_st = st;
+                snprintf(first_why, sizeof first_why, "%s: %s", p->name, why);
+            }
             c->eps[i] = NULL;
             continue;
         }
@@ -154,8 +162,9 @@ static cohort_status_t open_endpoints(cohort_comm_t *c, card_t *card)
         card->nplugins++;
     }
     if (card->nplugins == 0)
-        return cohort_error(COHORT_ERR_TRANSPORT, "rank %d: no transport could open an endpoint "
-                            "(see the warnings above)", c->rank);
+        return cohort_error(first_st ? first_st : COHORT_ERR_TRANSPORT, "rank %d: no transport "
+                            "could open an endpoint (%s)", c->rank,
+                            first_why[0] ? first_why : "no transport loaded");
     return COHORT_SUCCESS;
 }
 
