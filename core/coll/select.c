@@ -6,9 +6,10 @@
  *    ceil(log2 n) (+2 when n is not a power of two) latency steps but moves the whole buffer at
  *    each, i.e. about log2(n) * S bytes per rank; the ring takes 2(n-1) steps and moves
  *    2 (n-1)/n * S. With per-message latencies of a few microseconds and links of 10-100 Gb/s,
- *    the crossover for n = 4..64 sits between tens and a few hundred KiB; 64 KiB keeps rd for
- *    the latency-bound small tensors (gradients of norms and biases, scalars) and the ring for
- *    everything bandwidth-bound.
+ *    the crossover for n = 4..64 sits between tens and a few hundred KiB. Measured over loopback
+ *    TCP on 2 cores (cohort-bench, docs/performance.md): at n = 2 the two are level at 64 KiB
+ *    and the ring wins above; at n = 4 rd still wins at 256 KiB (509 vs 526 us) and the ring
+ *    is 1.7x faster at 1 MiB. So rd up to RD_MAX_BYTES_2 for two ranks, RD_MAX_BYTES above.
  *  - broadcast: binomial tree (log2 n steps, whole message each) up to TREE_MAX_BYTES, pipelined
  *    chain above (time ~ S/bandwidth + (n-2) chunk latencies).
  *  - the other collectives have one algorithm each.
@@ -20,7 +21,8 @@
 #include "core/log.h"
 #include "core/parse.h"
 
-#define RD_MAX_BYTES   (64u * 1024u)
+#define RD_MAX_BYTES_2 (64u * 1024u)
+#define RD_MAX_BYTES   (256u * 1024u)
 #define TREE_MAX_BYTES (64u * 1024u)
 
 static const char *const coll_names[COHORT_COLL_COUNT] = {
@@ -106,7 +108,10 @@ cohort_status_t cohort_coll_select(cohort_comm_t *comm, const cohort_coll_args_t
     size_t bytes = a->count * a->esize;
     const char *name;
     switch (a->coll) {
-    case COHORT_COLL_ALLREDUCE: name = bytes <= RD_MAX_BYTES ? "rd" : "ring"; break;
+    case COHORT_COLL_ALLREDUCE:
+        name = bytes <= (cohort_comm_size(comm) == 2 ? RD_MAX_BYTES_2 : RD_MAX_BYTES) ? "rd"
+                                                                                     : "ring";
+        break;
     case COHORT_COLL_BROADCAST: name = bytes <= TREE_MAX_BYTES ? "tree" : "chain"; break;
     case COHORT_COLL_REDUCE: name = "tree"; break;
     case COHORT_COLL_ALLGATHER: name = "ring"; break;

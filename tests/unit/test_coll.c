@@ -755,10 +755,15 @@ static const char *select_name(mock_world_t *w, cohort_coll_t coll, size_t count
 
 START_TEST(test_select)
 {
+    /* allreduce: rd up to 64 KiB for two ranks, up to 256 KiB for more (select.c) */
+    mock_world_t *w2 = mock_world_create(2);
+    ck_assert_str_eq(select_name(w2, COHORT_COLL_ALLREDUCE, 16384, 4), "rd");
+    ck_assert_str_eq(select_name(w2, COHORT_COLL_ALLREDUCE, 16385, 4), "ring");
+    mock_world_destroy(w2);
     mock_world_t *w = mock_world_create(4);
     ck_assert_str_eq(select_name(w, COHORT_COLL_ALLREDUCE, 1, 4), "rd");
-    ck_assert_str_eq(select_name(w, COHORT_COLL_ALLREDUCE, 16384, 4), "rd");
-    ck_assert_str_eq(select_name(w, COHORT_COLL_ALLREDUCE, 16385, 4), "ring");
+    ck_assert_str_eq(select_name(w, COHORT_COLL_ALLREDUCE, 65536, 4), "rd");
+    ck_assert_str_eq(select_name(w, COHORT_COLL_ALLREDUCE, 65537, 4), "ring");
     ck_assert_str_eq(select_name(w, COHORT_COLL_ALLREDUCE, 1 << 24, 2), "ring");
     ck_assert_str_eq(select_name(w, COHORT_COLL_BROADCAST, 65536, 1), "tree");
     ck_assert_str_eq(select_name(w, COHORT_COLL_BROADCAST, 65537, 1), "chain");
