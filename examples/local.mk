@@ -37,3 +37,10 @@ installcheck-example-plugin:
 	  "$(DESTDIR)$(bindir)/cohort-conformance" ./libcohort-example.so --np 2
 
 .PHONY: installcheck-example-plugin
+
+# Example programs. allreduce.c is the README's program: built and run by the test suite so it
+# cannot rot. mpi_bootstrap.c needs an MPI compiler and is shipped as source.
+check_PROGRAMS += examples/allreduce
+examples_allreduce_SOURCES = examples/allreduce.c
+examples_allreduce_LDADD = libcohort.la
+EXTRA_DIST += examples/mpi_bootstrap.c

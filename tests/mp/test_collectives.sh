@@ -18,4 +18,6 @@ run_case "collectives np=2, 1 socket per peer" \
     env COHORT_SOCKET_NSOCKS=1 "$COHORTRUN" -np 2 "$CC" --big
 run_case "collectives np=3, 4 sockets per peer" \
     env COHORT_SOCKET_NSOCKS=4 "$COHORTRUN" -np 3 "$CC" --big
+run_case "the README example (examples/allreduce.c) at np=4" \
+    sh -c '"$0" -np 4 "$1" | grep -qx "mean of ranks = 1.5"' "$COHORTRUN" "$top_builddir/examples/allreduce"
 finish
