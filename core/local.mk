@@ -14,6 +14,7 @@ libcohort_la_SOURCES = \
 	core/api.c \
 	core/timeutil.h \
 	core/coll/coll.h core/coll/select.c \
+	core/coll/ring_step.c core/coll/ring_step.h \
 	core/coll/allreduce_ring.c core/coll/allreduce_rd.c \
 	core/coll/broadcast_chain.c core/coll/broadcast_tree.c \
 	core/coll/reduce_tree.c \

@@ -3,8 +3,11 @@
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 dir=$1; shift
-[ -x "$src/configure" ] || (cd "$src" && autoreconf -fi >/dev/null)
 mkdir -p "$dir"
+if [ ! -x "$src/configure" ]; then
+    (cd "$src" && mkdir -p m4 && autoreconf -fi) >"$dir/autoreconf.out" 2>&1 ||
+        { cat "$dir/autoreconf.out"; exit 1; }
+fi
 cd "$dir"
 [ -f Makefile ] || "$src/configure" --enable-werror "$@" >configure.out
 make -j"$(nproc)" >make.out 2>&1 || { tail -n 60 make.out; exit 1; }

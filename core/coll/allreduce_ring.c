@@ -6,7 +6,7 @@
  *
  * Reduce-scatter, step s = 0 .. n-2: send segment (rank - s) to rank + 1, receive segment
  * (rank - s - 1) from rank - 1 and reduce it with our own data of that segment. Inside a step the
- * segment travels in chunks of cohort_coll_chunk_size() bytes (whole elements): PIPE_DEPTH
+ * segment travels in chunks of cohort_coll_chunk_size() bytes (whole elements; core/coll/ring_step.c): PIPE_DEPTH
  * receives are posted ahead into scratch slots and each chunk is reduced as soon as it arrives,
  * while the following ones are still on the wire; the slot is then reposted for a later chunk.
  * After n-1 steps rank r holds the complete result of segment (r + 1) mod n.
@@ -29,9 +29,7 @@
 #include "core/log.h"
 #include "core/p2p.h"
 #include "core/reduce.h"
-
-#define PIPE_DEPTH 4      /* receives posted ahead within a step */
-#define STACK_REQS 16     /* send requests kept on the stack before falling back to malloc */
+#include "core/coll/ring_step.h"
 
 static size_t seg_count(size_t count, int n, int i)
 {
@@ -45,79 +43,6 @@ static size_t seg_off(size_t count, int n, int i)
     return (size_t)i * base + ((size_t)i < rem ? (size_t)i : rem);
 }
 
-static size_t nchunks(size_t count, size_t ce) { return count ? (count + ce - 1) / ce : 0; }
-
-typedef struct ring_ctx {
-    cohort_comm_t *comm;
-    const cohort_coll_args_t *a;
-    size_t ce;                  /* elements per chunk */
-    char *slots;                /* PIPE_DEPTH chunks of scratch */
-    cohort_preq_t stack_reqs[STACK_REQS];
-    cohort_preq_t *sreqs;       /* send requests of one step */
-    size_t sreqs_cap;
-} ring_ctx_t;
-
-static cohort_status_t ensure_sreqs(ring_ctx_t *c, size_t n)
-{
-    if (n <= c->sreqs_cap)
-        return COHORT_SUCCESS;
-    cohort_preq_t *p = c->sreqs == c->stack_reqs ? NULL : c->sreqs;
-    p = realloc(p, n * sizeof(*p));
-    if (!p)
-        return cohort_error(COHORT_ERR_NO_MEMORY,
-                            "allreduce ring: cannot allocate %zu send requests (%zu bytes); "
-                            "raise COHORT_CHUNK_SIZE to use fewer, larger chunks",
-                            n, n * sizeof(*p));
-    c->sreqs = p;    /* earlier steps' requests are all complete: nothing to keep */
-    c->sreqs_cap = n;
-    return COHORT_SUCCESS;
-}
-
-/* One pipelined reduce step: send scount elements of sbuf to dst in chunks; receive rcount
- * elements from src in chunks and finish each with out[i] = own[i] OP received[i]. */
-static cohort_status_t reduce_step(ring_ctx_t *c, int dst, const char *sbuf, size_t scount,
-                                   int src, char *out, const char *own, size_t rcount)
-{
-    const cohort_coll_args_t *a = c->a;
-    size_t es = a->esize, ce = c->ce;
-    size_t ns = nchunks(scount, ce), nr = nchunks(rcount, ce);
-    cohort_preq_t rq[PIPE_DEPTH];
-    size_t posted = 0;
-    cohort_status_t st;
-
-    if ((st = ensure_sreqs(c, ns)) != COHORT_SUCCESS)
-        return st;
-    /* Receives first, so the matching sends of our neighbour land in place. */
-    for (; posted < nr && posted < PIPE_DEPTH; posted++) {
-        size_t n = rcount - posted * ce < ce ? rcount - posted * ce : ce;
-        st = cohort_p2p_irecv(c->comm, src, c->slots + (posted % PIPE_DEPTH) * ce * es, n * es,
-                              &rq[posted % PIPE_DEPTH]);
-        if (st != COHORT_SUCCESS)
-            return st;
-    }
-    for (size_t k = 0; k < ns; k++) {
-        size_t n = scount - k * ce < ce ? scount - k * ce : ce;
-        st = cohort_p2p_isend(c->comm, dst, sbuf + k * ce * es, n * es, &c->sreqs[k]);
-        if (st != COHORT_SUCCESS)
-            return st;
-    }
-    for (size_t k = 0; k < nr; k++) {
-        size_t slot = k % PIPE_DEPTH;
-        size_t n = rcount - k * ce < ce ? rcount - k * ce : ce;
-        char *tmp = c->slots + slot * ce * es;
-        if ((st = cohort_p2p_waitall(c->comm, &rq[slot], 1)) != COHORT_SUCCESS)
-            return st;
-        cohort_reduce_local3(out + k * ce * es, own + k * ce * es, tmp, n, a->dtype, a->op);
-        if (posted < nr) {   /* the slot is free again: receive a later chunk into it */
-            size_t pn = rcount - posted * ce < ce ? rcount - posted * ce : ce;
-            st = cohort_p2p_irecv(c->comm, src, tmp, pn * es, &rq[slot]);
-            if (st != COHORT_SUCCESS)
-                return st;
-            posted++;
-        }
-    }
-    return ns ? cohort_p2p_waitall(c->comm, c->sreqs, (int)ns) : COHORT_SUCCESS;
-}
 
 /* Send slen bytes to dst and receive rlen bytes from src; empty sides are skipped. */
 static cohort_status_t xfer(cohort_comm_t *comm, int dst, const void *sbuf, size_t slen, int src,
@@ -151,21 +76,9 @@ cohort_status_t cohort_allreduce_ring(cohort_comm_t *comm, const cohort_coll_arg
         return COHORT_SUCCESS;
     }
 
-    ring_ctx_t c;
-    memset(&c, 0, sizeof(c));
-    c.comm = comm;
-    c.a = a;
-    c.ce = cohort_coll_chunk_size(comm) / es;
-    if (c.ce == 0)
-        c.ce = 1;
-    size_t maxseg = seg_count(count, n, 0);
-    if (c.ce > maxseg)
-        c.ce = maxseg;   /* never ask for more scratch than one segment */
-    c.sreqs = c.stack_reqs;
-    c.sreqs_cap = STACK_REQS;
-    c.slots = cohort_coll_scratch(comm, 0, (size_t)PIPE_DEPTH * c.ce * es);
-    if (!c.slots)
-        return COHORT_ERR_NO_MEMORY;
+    cohort_ring_ctx_t c;
+    if ((st = cohort_ring_init(&c, comm, a, seg_count(count, n, 0))) != COHORT_SUCCESS)
+        return st;
 
     /* Reduce-scatter. */
     for (int s = 0; s < n - 1; s++) {
@@ -174,7 +87,7 @@ cohort_status_t cohort_allreduce_ring(cohort_comm_t *comm, const cohort_coll_arg
         size_t soff = seg_off(count, n, sseg) * es, roff = seg_off(count, n, rseg) * es;
         /* Step 0 sends our own data, from sendbuf; later steps forward partial results. */
         const char *src = (s == 0 ? sendbuf : recvbuf) + soff;
-        st = reduce_step(&c, right, src, seg_count(count, n, sseg), left, recvbuf + roff,
+        st = cohort_ring_reduce_step(&c, right, src, seg_count(count, n, sseg), left, recvbuf + roff,
                          sendbuf + roff, seg_count(count, n, rseg));
         if (st != COHORT_SUCCESS)
             goto out;
@@ -195,7 +108,6 @@ cohort_status_t cohort_allreduce_ring(cohort_comm_t *comm, const cohort_coll_arg
             goto out;
     }
 out:
-    if (c.sreqs != c.stack_reqs)
-        free(c.sreqs);
+    cohort_ring_fini(&c);
     return st;
 }

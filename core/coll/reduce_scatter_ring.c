@@ -27,87 +27,12 @@
 #include "core/log.h"
 #include "core/p2p.h"
 #include "core/reduce.h"
-
-#define PIPE_DEPTH 4
-#define STACK_REQS 16
-
-static size_t nchunks(size_t count, size_t ce) { return count ? (count + ce - 1) / ce : 0; }
+#include "core/coll/ring_step.h"
 
 static int overlaps(const void *a, const void *b, size_t len)
 {
     uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
     return x < y + len && y < x + len;
-}
-
-typedef struct ring_ctx {
-    cohort_comm_t *comm;
-    const cohort_coll_args_t *a;
-    size_t ce;                  /* elements per chunk */
-    char *slots;                /* PIPE_DEPTH chunks of scratch */
-    cohort_preq_t stack_reqs[STACK_REQS];
-    cohort_preq_t *sreqs;       /* send requests of one step */
-    size_t sreqs_cap;
-} ring_ctx_t;
-
-static cohort_status_t ensure_sreqs(ring_ctx_t *c, size_t n)
-{
-    if (n <= c->sreqs_cap)
-        return COHORT_SUCCESS;
-    cohort_preq_t *p = c->sreqs == c->stack_reqs ? NULL : c->sreqs;
-    p = realloc(p, n * sizeof(*p));
-    if (!p)
-        return cohort_error(COHORT_ERR_NO_MEMORY,
-                            "reduce_scatter ring: cannot allocate %zu send requests (%zu bytes); "
-                            "raise COHORT_CHUNK_SIZE to use fewer, larger chunks",
-                            n, n * sizeof(*p));
-    c->sreqs = p;    /* earlier steps' requests are all complete: nothing to keep */
-    c->sreqs_cap = n;
-    return COHORT_SUCCESS;
-}
-
-/* One pipelined step: send count elements of sbuf to dst in chunks; receive count elements from
- * src in chunks and finish each with out[i] = own[i] OP received[i]. */
-static cohort_status_t reduce_step(ring_ctx_t *c, int dst, const char *sbuf, int src, char *out,
-                                   const char *own, size_t count)
-{
-    const cohort_coll_args_t *a = c->a;
-    size_t es = a->esize, ce = c->ce;
-    size_t m = nchunks(count, ce);
-    cohort_preq_t rq[PIPE_DEPTH];
-    size_t posted = 0;
-    cohort_status_t st;
-
-    if ((st = ensure_sreqs(c, m)) != COHORT_SUCCESS)
-        return st;
-    for (; posted < m && posted < PIPE_DEPTH; posted++) {
-        size_t n = count - posted * ce < ce ? count - posted * ce : ce;
-        st = cohort_p2p_irecv(c->comm, src, c->slots + (posted % PIPE_DEPTH) * ce * es, n * es,
-                              &rq[posted % PIPE_DEPTH]);
-        if (st != COHORT_SUCCESS)
-            return st;
-    }
-    for (size_t k = 0; k < m; k++) {
-        size_t n = count - k * ce < ce ? count - k * ce : ce;
-        st = cohort_p2p_isend(c->comm, dst, sbuf + k * ce * es, n * es, &c->sreqs[k]);
-        if (st != COHORT_SUCCESS)
-            return st;
-    }
-    for (size_t k = 0; k < m; k++) {
-        size_t slot = k % PIPE_DEPTH;
-        size_t n = count - k * ce < ce ? count - k * ce : ce;
-        char *tmp = c->slots + slot * ce * es;
-        if ((st = cohort_p2p_waitall(c->comm, &rq[slot], 1)) != COHORT_SUCCESS)
-            return st;
-        cohort_reduce_local3(out + k * ce * es, own + k * ce * es, tmp, n, a->dtype, a->op);
-        if (posted < m) {
-            size_t pn = count - posted * ce < ce ? count - posted * ce : ce;
-            st = cohort_p2p_irecv(c->comm, src, tmp, pn * es, &rq[slot]);
-            if (st != COHORT_SUCCESS)
-                return st;
-            posted++;
-        }
-    }
-    return m ? cohort_p2p_waitall(c->comm, c->sreqs, (int)m) : COHORT_SUCCESS;
 }
 
 cohort_status_t cohort_reduce_scatter_ring(cohort_comm_t *comm, const cohort_coll_args_t *a)
@@ -127,20 +52,9 @@ cohort_status_t cohort_reduce_scatter_ring(cohort_comm_t *comm, const cohort_col
         return COHORT_SUCCESS;
     }
 
-    ring_ctx_t c;
-    memset(&c, 0, sizeof(c));
-    c.comm = comm;
-    c.a = a;
-    c.ce = cohort_coll_chunk_size(comm) / es;
-    if (c.ce == 0)
-        c.ce = 1;
-    if (c.ce > rc)
-        c.ce = rc;
-    c.sreqs = c.stack_reqs;
-    c.sreqs_cap = STACK_REQS;
-    c.slots = cohort_coll_scratch(comm, 0, (size_t)PIPE_DEPTH * c.ce * es);
-    if (!c.slots)
-        return COHORT_ERR_NO_MEMORY;
+    cohort_ring_ctx_t c;
+    if ((st = cohort_ring_init(&c, comm, a, rc)) != COHORT_SUCCESS)
+        return st;
 
     /* The block sent at the last step: an accumulator when n > 2, our own data when n == 2. */
     int last_sblk = (rank + 1) % n;   /* (r - (n-2) - 1) mod n */
@@ -159,7 +73,8 @@ cohort_status_t cohort_reduce_scatter_ring(cohort_comm_t *comm, const cohort_col
         const char *src = s == 0 ? sendbuf + (size_t)sblk * bytes : acc + (size_t)((s - 1) % 2) * bytes;
         int last = s == n - 2;
         char *out = last && direct ? recvbuf : acc + (size_t)(s % 2) * bytes;
-        st = reduce_step(&c, right, src, left, out, sendbuf + (size_t)rblk * bytes, rc);
+        st = cohort_ring_reduce_step(&c, right, src, rc, left, out, sendbuf + (size_t)rblk * bytes,
+                                     rc);
         if (st != COHORT_SUCCESS)
             goto done;
         if (last && !direct)
@@ -167,7 +82,6 @@ cohort_status_t cohort_reduce_scatter_ring(cohort_comm_t *comm, const cohort_col
     }
     cohort_reduce_finish(recvbuf, rc, a->dtype, a->op, n);
 done:
-    if (c.sreqs != c.stack_reqs)
-        free(c.sreqs);
+    cohort_ring_fini(&c);
     return st;
 }
