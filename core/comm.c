@@ -38,6 +38,9 @@ typedef struct card {
     int32_t pid;
     uint32_t nplugins;
     char core_version[16];
+    /* settings every rank must share, or the algorithms' messages stop matching */
+    uint64_t chunk;
+    char algo[128];
     char hostid[COHORT_HOSTID_MAX];
     char hostname[64];
     char errmsg[256];
@@ -123,6 +126,9 @@ static void fill_card(card_t *card, cohort_comm_t *c, int member, int64_t key)
     card->key = key;
     card->pid = (int32_t)getpid();
     snprintf(card->core_version, sizeof card->core_version, "%s", cohort_version());
+    card->chunk = c->chunk;
+    const char *algo = cohort_config_get("COHORT_ALGO");
+    snprintf(card->algo, sizeof card->algo, "%s", algo ? algo : "");
     cohort_node_id(card->hostid, sizeof card->hostid);
     cohort_node_hostname(card->hostname, sizeof card->hostname);
 }
@@ -194,6 +200,17 @@ static cohort_status_t check_versions(const cohort_comm_t *c, const card_t *card
                                 "rank 0 (%s) has %.16s, rank %d (%s) has %.16s; install the same "
                                 "cohort on every node", c0->hostname, c0->core_version, r,
                                 cr->hostname, cr->core_version);
+        if (cr->chunk != c0->chunk)
+            return cohort_error(COHORT_ERR_MISMATCH, "COHORT_CHUNK_SIZE differs between ranks: "
+                                "rank 0 (%s) uses %llu, rank %d (%s) uses %llu; set the same "
+                                "value on every rank", c0->hostname,
+                                (unsigned long long)c0->chunk, r, cr->hostname,
+                                (unsigned long long)cr->chunk);
+        if (strncmp(cr->algo, c0->algo, sizeof c0->algo))
+            return cohort_error(COHORT_ERR_MISMATCH, "COHORT_ALGO differs between ranks: rank 0 "
+                                "(%s) has '%.128s', rank %d (%s) has '%.128s'; set the same value "
+                                "on every rank", c0->hostname, c0->algo, r, cr->hostname,
+                                cr->algo);
     }
     for (int a = 0; a < c->nranks; a++)
         for (int b = a + 1; b < c->nranks; b++) {
@@ -318,17 +335,10 @@ static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_
     c->rank = -1;
     atomic_init(&c->aborted, 0);
 
-    /* Our rank in the new communicator is only known after the exchange; endpoints need it,
-     * so the key order is agreed first when splitting (key != bootstrap rank). */
+    /* Round 1: who is in which communicator, with which key. Our rank in the new communicator
+     * is only known after it, and endpoints need it: they are opened for round 2. */
+    if (member) st = read_settings(c);
     fill_card(mine, c, member, key);
-    if (member) {
-        st = read_settings(c);
-        if (!st) {
-            /* provisional: rank/size are fixed up below; plugins only use them in messages and
-             * handshakes, so open endpoints after we know them (second pass) */
-        }
-    }
-    /* Round 1: who is in which communicator, with which key. */
     if (st) {
         mine->status = st;
         snprintf(mine->errmsg, sizeof mine->errmsg, "%s", cohort_last_error());

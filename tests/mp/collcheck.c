@@ -7,6 +7,8 @@
 #include <cohort/cohort.h>
 
 #include <math.h>
+#include <pthread.h>
+#include <time.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -346,6 +348,54 @@ static void test_mismatch(void)
     cohort_comm_destroy(pair);
 }
 
+/* cohort_comm_abort from another thread makes a blocked collective return COHORT_ERR_ABORTED
+ * promptly: rank 0 waits in an allreduce that rank 1 never joins. */
+static void *abort_later(void *arg)
+{
+    struct timespec ts = { 0, 200 * 1000 * 1000 };
+    nanosleep(&ts, NULL);
+    cohort_comm_abort((cohort_comm_t *)arg);
+    return NULL;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void test_abort(void)
+{
+    cohort_comm_t *pair = NULL;
+    cohort_status_t st = cohort_comm_split(comm, rank < 2 ? 0 : -1, 0, &pair);
+    CHECK(st == COHORT_SUCCESS, "split for the abort test: %s", cohort_last_error());
+    if (!pair) {
+        st = cohort_barrier(comm);   /* the pair's barrier below, for ranks outside it */
+        CHECK(st == COHORT_SUCCESS, "barrier after the abort test: %s", cohort_last_error());
+        return;
+    }
+    if (rank == 0) {
+        pthread_t t;
+        pthread_create(&t, NULL, abort_later, pair);
+        int x = 1, y = 0;
+        double t0 = now_s();
+        st = cohort_allreduce(pair, &x, &y, 1, COHORT_INT32, COHORT_SUM);
+        double took = now_s() - t0;
+        pthread_join(t, NULL);
+        CHECK(st == COHORT_ERR_ABORTED && took < 2.0,
+              "abort from another thread: got %s after %.2f s (%s)", cohort_strerror(st), took,
+              cohort_last_error());
+        st = cohort_barrier(pair);
+        CHECK(st == COHORT_ERR_ABORTED, "an aborted communicator refuses work, got %s",
+              cohort_strerror(st));
+    }
+    /* rank 1 keeps its end open (it never joins the allreduce) until rank 0 has checked */
+    st = cohort_barrier(comm);
+    CHECK(st == COHORT_SUCCESS, "barrier after the abort test: %s", cohort_last_error());
+    cohort_comm_destroy(pair);
+}
+
 static void test_bad_args(void)
 {
     int x = 0;
@@ -436,6 +486,7 @@ int main(int argc, char **argv)
     test_split_and_oob();
     test_bad_args();
     if (nranks >= 2) test_mismatch();
+    if (nranks >= 2) test_abort();
     st = cohort_barrier(comm);
     CHECK(st == COHORT_SUCCESS, "final barrier: %s", cohort_last_error());
 

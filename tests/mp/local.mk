@@ -1,6 +1,6 @@
 # Multi-process tests: real ranks through cohortrun over the real transports.
 check_PROGRAMS += tests/mp/collcheck
 tests_mp_collcheck_SOURCES = tests/mp/collcheck.c
-tests_mp_collcheck_LDADD = libcohort.la -lm
+tests_mp_collcheck_LDADD = libcohort.la -lm -lpthread
 TESTS += tests/mp/test_collectives.sh tests/mp/test_bench.sh tests/mp/test_bootstrap.sh
 dist_noinst_SCRIPTS += tests/mp/test_collectives.sh tests/mp/test_bench.sh tests/mp/test_bootstrap.sh tests/mp/lib.sh

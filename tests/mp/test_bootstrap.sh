@@ -79,6 +79,10 @@ expect_fail "a rank that never joins is named when the rendezvous times out" \
     "never connected\\|rank 2 did not reach the rendezvous" 30 \
     env COHORT_TIMEOUT=3 "$COHORTRUN" -np 3 sh -c 'if [ "$COHORT_RANK" = 2 ]; then sleep 20; exit 0; fi; exec '"$CC"
 
+expect_fail "ranks with different COHORT_CHUNK_SIZE fail at start-up, showing both values" \
+    "COHORT_CHUNK_SIZE differs between ranks: rank 0 (.*) uses 4096, rank 1 (.*) uses 8192" 20 \
+    env COHORT_CHUNK_SIZE=4096 "$COHORTRUN" -np 2 sh -c 'if [ "$COHORT_RANK" = 1 ]; then export COHORT_CHUNK_SIZE=8192; fi; exec '"$CC"
+
 expect_fail "a forced transport that does not exist is an error naming what was found" \
     "COHORT_TRANSPORTS names 'nosuch'" 20 \
     env COHORT_TRANSPORTS=nosuch "$COHORTRUN" -np 2 "$CC"
