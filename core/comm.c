@@ -5,6 +5,7 @@
 #include "core/config.h"
 #include "core/hmac.h"
 #include "core/log.h"
+#include "core/p2p.h"
 #include "core/timeutil.h"
 #include "topology/node.h"
 
@@ -107,10 +108,12 @@ const cohort_algo_spec_t *cohort_coll_algo_spec(const cohort_comm_t *comm)
 static cohort_status_t read_settings(cohort_comm_t *c)
 {
     c->timeout_s = 300;
-    long chunk = 262144;
+    long chunk = 262144, spin = 200;
     cohort_status_t st = cohort_config_double("COHORT_TIMEOUT", 0.1, 1e7, &c->timeout_s);
     if (!st) st = cohort_config_long("COHORT_CHUNK_SIZE", 64, 1L << 30, &chunk);
+    if (!st) st = cohort_config_long("COHORT_SPIN", 0, 100000000, &spin);
     c->chunk = (size_t)chunk;
+    c->spin = (unsigned)spin;
     const char *algo = cohort_config_get("COHORT_ALGO");
     if (!st && algo && *algo) st = cohort_algo_spec_parse("COHORT_ALGO", algo, &c->algo_spec);
     return st;
@@ -150,6 +153,15 @@ static cohort_status_t open_endpoints(cohort_comm_t *c, card_t *card)
         size_t len = sizeof cp->addr;
         cohort_error_clear();
         st = p->ops->ep_open(p->ctx, &info, &c->eps[i], cp->addr, &len);
+        if (st == COHORT_ERR_INVALID_ARG) {
+            /* A setting the user gave is wrong (e.g. COHORT_SOCKET_IFNAME matching nothing):
+             * fail, even if another transport could carry this job, rather than run on
+             * without the configuration the user asked for. */
+            char why[768];
+            snprintf(why, sizeof why, "%s", cohort_last_error());
+            return cohort_error(st, "rank %d: transport %s rejects its settings: %s", c->rank,
+                                p->name, why);
+        }
         if (st) {
             const char *why = cohort_last_error()[0] ? cohort_last_error() : "no reason given";
             cohort_log(COHORT_LOG_WARN, SUBSYS, "transport %s cannot open an endpoint, not "
@@ -297,15 +309,7 @@ static cohort_status_t connect_all(cohort_comm_t *c)
                                 c->rank, c->timeout_s, who);
         }
         if (++spins > 16) {
-            struct pollfd fds[CARD_PLUGINS];
-            int n = 0;
-            for (int i = 0; i < c->nplugins && n < CARD_PLUGINS; i++)
-                if (c->eps[i] && c->plugins[i]->ops->ep_fd) {
-                    int fd = c->plugins[i]->ops->ep_fd(c->eps[i]);
-                    if (fd >= 0) fds[n++] = (struct pollfd){ fd, POLLIN, 0 };
-                }
-            if (n) poll(fds, (nfds_t)n, 5);
-            else sched_yield();
+            cohort_p2p_idle(c, 5);
         }
     } while (pending);
     return COHORT_SUCCESS;

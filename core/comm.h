@@ -40,6 +40,7 @@ struct cohort_comm {
     cohort_rdv_server_t *server;         /* rank 0 hosting the rendezvous */
 
     int oversubscribed;                  /* more ranks on this node than cores we may run on */
+    unsigned spin;                       /* COHORT_SPIN: fruitless polls before sleeping */
     double timeout_s;
     size_t chunk;
     cohort_algo_spec_t algo_spec;

@@ -18,8 +18,18 @@ static const cohort_setting_t settings[] = {
     { "COHORT_SOCKET_IFNAME", NULL,
       "interfaces for sockets: prefixes (eth,ib), =exact, ^ to exclude, or CIDR (10.0.0.0/8)" },
     { "COHORT_SOCKET_NSOCKS", "2", "TCP sockets per peer; large messages are striped over them" },
+    { "COHORT_SHM_SEGMENT_SIZE", "1048576",
+      "shm: bytes of shared memory per connection (both directions), 64 KiB to 1 GiB" },
+    { "COHORT_SHM_EAGER_LIMIT", "65536",
+      "shm: messages up to this size go through the shared ring, larger ones single-copy (CMA)" },
+    { "COHORT_SHM_CMA", "1",
+      "shm: 1 uses process_vm_readv for large messages when permitted; 0 copies through shared "
+      "memory" },
     { "COHORT_ALGO", NULL, "force algorithms, e.g. allreduce:ring;broadcast:tree" },
     { "COHORT_CHUNK_SIZE", "262144", "pipeline chunk size in bytes for ring and chain algorithms" },
+    { "COHORT_SPIN", "200",
+      "polls a waiting rank makes before it sleeps in poll() (0: sleep at once); when ranks "
+      "outnumber cores every fruitless poll also yields the core" },
     { "COHORT_TIMEOUT", "300",
       "seconds a blocking wait (bootstrap, connection, collective) may stall before it fails" },
     { "COHORT_DEBUG", "WARN", "log level: NONE, WARN, INFO, TRACE" },

@@ -11,11 +11,10 @@
 #include <unistd.h>
 
 /* A wait polls the requests (each test makes progress on its connection), runs every
- * endpoint's progress() every PROGRESS_EVERY polls, and after SPINS_BEFORE_SLEEP fruitless polls
+ * endpoint's progress() every PROGRESS_EVERY polls, and after COHORT_SPIN fruitless polls
  * sleeps in poll() on the endpoints' event fds. When the node is oversubscribed every fruitless
  * poll also yields the core: a spinning rank would otherwise burn the time slice that the peer
  * it waits for needs (~4 ms here, against ~1 us for a yield). */
-#define SPINS_BEFORE_SLEEP 200
 #define PROGRESS_EVERY 8
 #define SLEEP_POLL_MS 2
 
@@ -92,17 +91,19 @@ cohort_status_t cohort_p2p_test(cohort_comm_t *comm, cohort_preq_t *req)
     return COHORT_SUCCESS;
 }
 
-/* Sleeps until a transport has something to do, or a short while. */
-static void idle_wait(cohort_comm_t *comm)
+/* Sleeps until a transport has something to do, or a short while. Only when every open
+ * endpoint offers an event fd: one without (shm today) would not wake us, so then we only yield. */
+void cohort_p2p_idle(cohort_comm_t *comm, int timeout_ms)
 {
     struct pollfd fds[16];
-    int n = 0;
-    for (int i = 0; i < comm->nplugins && n < 16; i++)
-        if (comm->eps[i] && comm->plugins[i]->ops->ep_fd) {
-            int fd = comm->plugins[i]->ops->ep_fd(comm->eps[i]);
-            if (fd >= 0) fds[n++] = (struct pollfd){ fd, POLLIN, 0 };
-        }
-    if (n) poll(fds, (nfds_t)n, SLEEP_POLL_MS);
+    int n = 0, blind = 0;
+    for (int i = 0; i < comm->nplugins; i++) {
+        if (!comm->eps[i]) continue;
+        int fd = comm->plugins[i]->ops->ep_fd ? comm->plugins[i]->ops->ep_fd(comm->eps[i]) : -1;
+        if (fd >= 0 && n < 16) fds[n++] = (struct pollfd){ fd, POLLIN, 0 };
+        else blind = 1;
+    }
+    if (n && !blind) poll(fds, (nfds_t)n, timeout_ms);
     else sched_yield();
 }
 
@@ -169,11 +170,11 @@ static cohort_status_t wait_some(cohort_comm_t *comm, cohort_preq_t *reqs, int n
             uint64_t now = cohort_now_ns();
             if (!deadline) deadline = now + (uint64_t)(comm->timeout_s * 1e9);
             else if (now > deadline) return timeout_error(comm, reqs, n);
-            idle_wait(comm);
+            cohort_p2p_idle(comm, SLEEP_POLL_MS);
             armed = 0;
             if ((st = progress_all(comm))) return st;   /* after waking: progress, then test */
             continue;
-        } else if (++spins >= SPINS_BEFORE_SLEEP) {
+        } else if (++spins >= comm->spin) {
             if ((st = progress_all(comm))) return st;   /* before sleeping: progress, test */
             armed = 1;
             continue;

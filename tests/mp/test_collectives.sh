@@ -1,6 +1,7 @@
 #!/bin/sh
 # Every collective x dtype x op x in/out-of-place through cohortrun at np = 1..5, over the
-# default transport, with forced algorithms, a tiny pipeline chunk and other socket counts.
+# default transport (shm between these same-node ranks), again over TCP, with forced algorithms,
+# a tiny pipeline chunk and other socket counts.
 . "$top_srcdir/tests/mp/lib.sh"
 CC="$top_builddir/tests/mp/collcheck"
 
@@ -9,15 +10,18 @@ for np in 1 2 3 4 5; do
     [ "$np" = 2 ] || [ "$np" = 4 ] && big=--big
     run_case "collectives np=$np $big" "$COHORTRUN" -np "$np" "$CC" $big
 done
+for np in 2 3 5; do
+    run_case "collectives over tcp np=$np --big" env COHORT_TRANSPORTS=tcp "$COHORTRUN" -np "$np" "$CC" --big
+done
 run_case "collectives np=3, ring allreduce + chain broadcast, 4 KiB chunks" \
     env COHORT_ALGO="allreduce:ring;broadcast:chain" COHORT_CHUNK_SIZE=4096 \
     "$COHORTRUN" -np 3 "$CC"
 run_case "collectives np=4, recursive doubling + tree everywhere" \
     env COHORT_ALGO="allreduce:rd;broadcast:tree" "$COHORTRUN" -np 4 "$CC" --big
-run_case "collectives np=2, 1 socket per peer" \
-    env COHORT_SOCKET_NSOCKS=1 "$COHORTRUN" -np 2 "$CC" --big
-run_case "collectives np=3, 4 sockets per peer" \
-    env COHORT_SOCKET_NSOCKS=4 "$COHORTRUN" -np 3 "$CC" --big
+run_case "collectives over tcp np=2, 1 socket per peer" \
+    env COHORT_TRANSPORTS=tcp COHORT_SOCKET_NSOCKS=1 "$COHORTRUN" -np 2 "$CC" --big
+run_case "collectives over tcp np=3, 4 sockets per peer" \
+    env COHORT_TRANSPORTS=tcp COHORT_SOCKET_NSOCKS=4 "$COHORTRUN" -np 3 "$CC" --big
 run_case "the README example (examples/allreduce.c) at np=4" \
     sh -c '"$0" -np 4 "$1" | grep -qx "mean of ranks = 1.5"' "$COHORTRUN" "$top_builddir/examples/allreduce"
 finish

@@ -1,0 +1,135 @@
+/* cohort-membw: the memory bandwidth that bounds intra-node collectives on this machine.
+ *
+ *   cohort-membw [-s SIZE] [-t THREADS] [-r SECONDS]
+ *
+ * For buffers of SIZE bytes (default: 1 MiB to 256 MiB in powers of 4) and 1..THREADS threads
+ * (default: 1 and the number of online CPUs), measures
+ *   copy   dst = src               (memcpy: what a copy-in/copy-out or CMA transfer costs)
+ *   reduce dst[i] += src[i]        (float32: what a reduction step costs)
+ * as bytes moved per second (copy: 2 bytes per byte copied, read + write; reduce: 3) and as
+ * "payload" GB/s (bytes of dst per second), best of several repetitions. Each thread works on its
+ * own slice. Pages are touched before timing. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct job {
+    float *dst, *src;
+    size_t n;          /* floats in this thread's slice */
+    int reduce;
+    int reps;
+    pthread_barrier_t *bar;
+    double best;       /* seconds, best repetition (set by thread 0) */
+} job_t;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void *run(void *arg)
+{
+    job_t *j = arg;
+    double best = 1e30;
+    for (int r = 0; r < j->reps; r++) {
+        pthread_barrier_wait(j->bar);
+        double t0 = now();
+        if (j->reduce) {
+            float *restrict d = j->dst;
+            const float *restrict s = j->src;
+            for (size_t i = 0; i < j->n; i++) d[i] += s[i];
+        } else {
+            memcpy(j->dst, j->src, j->n * sizeof(float));
+        }
+        pthread_barrier_wait(j->bar);
+        double t = now() - t0;
+        if (t < best) best = t;
+    }
+    j->best = best;
+    return NULL;
+}
+
+static double measure(float *dst, float *src, size_t bytes, int threads, int reduce, int reps)
+{
+    pthread_t tid[64];
+    job_t jobs[64];
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, (unsigned)threads);
+    size_t n = bytes / sizeof(float), per = n / (size_t)threads;
+    for (int t = 0; t < threads; t++) {
+        size_t off = (size_t)t * per, len = t == threads - 1 ? n - off : per;
+        jobs[t] = (job_t){ dst + off, src + off, len, reduce, reps, &bar, 0 };
+        pthread_create(&tid[t], NULL, run, &jobs[t]);
+    }
+    double worst = 0;
+    for (int t = 0; t < threads; t++) {
+        pthread_join(tid[t], NULL);
+        if (jobs[t].best > worst) worst = jobs[t].best;   /* the slowest thread bounds it */
+    }
+    pthread_barrier_destroy(&bar);
+    return worst;
+}
+
+int main(int argc, char **argv)
+{
+    size_t only = 0;
+    int maxthreads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    double target = 0.3;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-s") && i + 1 < argc) {
+            char *end;
+            only = strtoull(argv[++i], &end, 10);
+            if (*end == 'K' || *end == 'k') only <<= 10;
+            else if (*end == 'M' || *end == 'm') only <<= 20;
+            else if (*end == 'G' || *end == 'g') only <<= 30;
+        } else if (!strcmp(argv[i], "-t") && i + 1 < argc) {
+            maxthreads = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "-r") && i + 1 < argc) {
+            target = atof(argv[++i]);
+        } else {
+            fprintf(stderr, "usage: cohort-membw [-s SIZE[K|M|G]] [-t THREADS] [-r SECONDS]\n");
+            return strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? 2 : 0;
+        }
+    }
+    if (maxthreads < 1 || maxthreads > 64 || target <= 0) {
+        fprintf(stderr, "cohort-membw: threads must be 1..64 and seconds > 0\n");
+        return 2;
+    }
+    size_t maxbytes = only ? only : (size_t)256 << 20;
+    float *src = NULL, *dst = NULL;
+    if (posix_memalign((void **)&src, 4096, maxbytes) || posix_memalign((void **)&dst, 4096, maxbytes)) {
+        fprintf(stderr, "cohort-membw: cannot allocate 2 x %zu bytes\n", maxbytes);
+        return 1;
+    }
+    for (size_t i = 0; i < maxbytes / sizeof(float); i++) {
+        src[i] = (float)(i % 1000);
+        dst[i] = 0;
+    }
+    printf("# cohort-membw: best of repetitions; bus = bytes read + written per second\n");
+    printf("# %12s %7s %-6s %10s %10s\n", "bytes", "threads", "kernel", "payload", "bus");
+    printf("# %12s %7s %-6s %10s %10s\n", "", "", "", "(GB/s)", "(GB/s)");
+    for (size_t bytes = only ? only : (size_t)1 << 20; bytes <= maxbytes; bytes *= 4) {
+        for (int threads = 1; threads <= maxthreads; threads = threads == 1 && maxthreads > 1
+                                                                  ? maxthreads : threads + maxthreads) {
+            for (int reduce = 0; reduce < 2; reduce++) {
+                double t1 = measure(dst, src, bytes, threads, reduce, 1);
+                int reps = (int)(target / (t1 > 1e-6 ? t1 : 1e-6));
+                reps = reps < 3 ? 3 : reps > 1000 ? 1000 : reps;
+                double t = measure(dst, src, bytes, threads, reduce, reps);
+                double payload = (double)bytes / t / 1e9;
+                printf("  %12zu %7d %-6s %10.2f %10.2f\n", bytes, threads,
+                       reduce ? "reduce" : "copy", payload, payload * (reduce ? 3 : 2));
+            }
+            if (maxthreads == 1) break;
+        }
+        if (only) break;
+    }
+    free(src);
+    free(dst);
+    return 0;
+}

@@ -1,0 +1,70 @@
+#!/bin/sh
+# The shared-memory transport end to end: chosen by default for same-node ranks, every collective
+# over it with and without CMA and with tiny segments, oversubscribed np 8, two jobs at once,
+# no segment left in /dev/shm after normal runs or after a peer is killed with SIGKILL, and the
+# survivors of that kill fail promptly naming the dead rank.
+. "$top_srcdir/tests/mp/lib.sh"
+CC="$top_builddir/tests/mp/collcheck"
+PL="$top_builddir/tests/mp/peerloss"
+tmp=$(mktemp -d)
+bg=""
+trap 'for p in $bg; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
+
+shm_count() { ls /dev/shm 2>/dev/null | grep -c '^cohort-' ; }
+before=$(shm_count)
+
+run_case "shm is the default for same-node ranks" \
+    sh -c 'COHORT_DEBUG=INFO COHORT_DEBUG_SUBSYS=init "$0" -np 3 "$1" 2>&1 | grep -q "rank 0 uses shm (2 peers)"' \
+    "$COHORTRUN" "$CC"
+run_case "collectives over shm, np=8 on 2 cores" env COHORT_TRANSPORTS=shm "$COHORTRUN" -np 8 "$CC"
+run_case "collectives over shm without CMA, np=3" \
+    env COHORT_TRANSPORTS=shm COHORT_SHM_CMA=0 "$COHORTRUN" -np 3 "$CC" --big
+run_case "collectives over shm with 64 KiB per connection, np=4" \
+    env COHORT_TRANSPORTS=shm COHORT_SHM_SEGMENT_SIZE=65536 "$COHORTRUN" -np 4 "$CC" --big
+run_case "two jobs at the same time" sh -c '
+    "$0" -np 3 "$1" >"$2/a.out" 2>&1 & a=$!
+    "$0" -np 3 "$1" >"$2/b.out" 2>&1 & b=$!
+    wait $a; ra=$?; wait $b; rb=$?
+    [ $ra = 0 ] && [ $rb = 0 ] || { tail -5 "$2/a.out" "$2/b.out"; exit 1; }' \
+    "$COHORTRUN" "$CC" "$tmp"
+after=$(shm_count)
+if [ "$after" -le "$before" ]; then ok "no segment left in /dev/shm after normal runs"
+else not_ok "segments left in /dev/shm: $(ls /dev/shm | grep '^cohort-')"; fi
+
+# A peer killed with SIGKILL mid-allreduce, at an eager and a single-copy size. The ranks run
+# inside sh so that cohortrun does not stop the survivors first: the transport must notice.
+for count in 1024 1048576; do
+    d="$tmp/kill-$count"
+    mkdir -p "$d"
+    COHORT_TIMEOUT=30 COHORT_TRANSPORTS=shm "$COHORTRUN" -np 3 \
+        sh -c '"$0" "$1" "$2"; echo $? > "$1/rc.$COHORT_RANK"; sleep 60' "$PL" "$d" "$count" \
+        >"$d/out" 2>&1 &
+    cr=$!
+    bg="$bg $cr"
+    i=0
+    while [ ! -f "$d/pid.1" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    if [ ! -f "$d/pid.1" ]; then
+        not_ok "SIGKILL at $count floats: the ranks never got going"; tail "$d/out"
+        kill "$cr" 2>/dev/null; continue
+    fi
+    kill -9 "$(cat "$d/pid.1")"
+    start=$(date +%s)
+    i=0
+    while { [ ! -f "$d/rc.0" ] || [ ! -f "$d/rc.2" ]; } && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+    took=$(( $(date +%s) - start ))
+    # Both survivors must fail; the one(s) talking to rank 1 name it, the other may name the
+    # survivor that closed on it (root-cause propagation is for the reliability issue).
+    if [ -f "$d/err.0" ] && [ -f "$d/err.2" ] && cat "$d/err.0" "$d/err.2" | grep -q "rank 1 (pid"; then
+        ok "SIGKILL at $count floats: both survivors failed within $took s, rank 1 named"
+        sed 's/^/    /' "$d/err.0" "$d/err.2"
+    else
+        not_ok "SIGKILL at $count floats: survivors did not fail naming rank 1 within 20 s"
+        cat "$d"/err.* 2>/dev/null; tail "$d/out"
+    fi
+    kill "$cr" 2>/dev/null
+    wait "$cr" 2>/dev/null
+done
+after=$(shm_count)
+if [ "$after" -le "$before" ]; then ok "no segment left in /dev/shm after a peer was killed"
+else not_ok "segments left in /dev/shm after the kill: $(ls /dev/shm | grep '^cohort-')"; fi
+finish
