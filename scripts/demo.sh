@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # README command 1: installs the dependencies, builds cohort, and runs a 4-rank allreduce sweep
-# with cohortrun and cohort-bench on this machine (ranks talk over loopback TCP).
+# with cohortrun and cohort-bench on this machine (ranks on one machine talk through shared
+# memory; add COHORT_TRANSPORTS=tcp to compare with loopback TCP).
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 bash "$src/scripts/deps.sh"
