@@ -13,9 +13,13 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: cohort-info [--plugins] [--settings] [--interfaces] [--all]\n"
+               "       cohortrun -np N [...] cohort-info --peers\n"
                "Shows cohort's version and build, the transport plugins found (and why any was\n"
                "refused), every setting with its default, current value and help, and the\n"
-               "network interfaces cohort would use. Without options: everything.\n");
+               "network interfaces cohort would use. Without options: everything.\n"
+               "--peers runs as the ranks of a job (under cohortrun, mpirun, srun or torchrun),\n"
+               "creates a communicator and prints, on rank 0, each rank's host and the transport\n"
+               "every pair of ranks uses.\n");
 }
 
 static void show_plugins(void)
@@ -77,9 +81,54 @@ static int show_interfaces(void)
     return 0;
 }
 
+#define NAME_LEN 16
+
+/* As a rank of a job: which transport each pair of ranks uses. */
+static int show_peers(void)
+{
+    cohort_comm_t *comm;
+    cohort_status_t st = cohort_comm_init(&comm);
+    if (st) {
+        fprintf(stderr, "cohort-info --peers: %s\n(run it as the ranks of a job, e.g. cohortrun "
+                "-np 4 cohort-info --peers)\n", cohort_last_error());
+        return 1;
+    }
+    int rank = cohort_comm_rank(comm), n = cohort_comm_size(comm);
+    size_t row = (size_t)n * NAME_LEN + 64;
+    char *mine = calloc(1, row), *all = calloc((size_t)n, row);
+    if (!mine || !all) {
+        fprintf(stderr, "cohort-info --peers: out of memory\n");
+        return 1;
+    }
+    cohort_node_hostname(mine, 64);
+    for (int p = 0; p < n; p++) {
+        const char *t = cohort_comm_peer_transport(comm, p);
+        snprintf(mine + 64 + (size_t)p * NAME_LEN, NAME_LEN, "%s", p == rank ? "-" : t ? t : "?");
+    }
+    st = cohort_allgather(comm, mine, all, row, COHORT_UINT8);
+    if (st) fprintf(stderr, "cohort-info --peers: %s\n", cohort_last_error());
+    if (!st && rank == 0) {
+        printf("%d ranks on %d node(s); row: rank, its host, then the transport it uses to reach "
+               "each rank\n%-5s %-20s", n, cohort_comm_node_count(comm), "rank", "host");
+        for (int p = 0; p < n; p++) printf(" %6d", p);
+        printf("\n");
+        for (int r = 0; r < n; r++) {
+            const char *rr = all + (size_t)r * row;
+            printf("%-5d %-20.20s", r, rr);
+            for (int p = 0; p < n; p++) printf(" %6.6s", rr + 64 + (size_t)p * NAME_LEN);
+            printf("\n");
+        }
+    }
+    free(mine);
+    free(all);
+    cohort_comm_destroy(comm);
+    return st ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     int plugins = 0, settings = 0, ifs = 0;
+    if (argc == 2 && !strcmp(argv[1], "--peers")) return show_peers();
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--plugins")) plugins = 1;
         else if (!strcmp(argv[i], "--settings")) settings = 1;

@@ -16,6 +16,15 @@ before=$(shm_count)
 run_case "shm is the default for same-node ranks" \
     sh -c 'COHORT_DEBUG=INFO COHORT_DEBUG_SUBSYS=init "$0" -np 3 "$1" 2>&1 | grep -q "rank 0 uses shm (2 peers)"' \
     "$COHORTRUN" "$CC"
+# Two "nodes" by COHORT_HOSTID: shm inside each, tcp between them, as cohort-info --peers shows.
+INFO="$top_builddir/tools/cohort-info"
+run_case "same-node peers use shm, others tcp (COHORT_HOSTID: 2 nodes x 2 ranks)" sh -c '
+    "$0" -np 4 sh -c "COHORT_HOSTID=node\$((COHORT_RANK / 2)) exec \"$1\" --peers" >"$2/peers" 2>&1
+    cat "$2/peers"
+    grep -Eq "^0 +[^ ]+ +- +shm +tcp +tcp$" "$2/peers" && grep -Eq "^3 +[^ ]+ +tcp +tcp +shm +-$" "$2/peers"' \
+    "$COHORTRUN" "$INFO" "$tmp"
+run_case "collectives over 2 nodes x 2 ranks (shm inside, tcp between)" \
+    "$COHORTRUN" -np 4 sh -c 'COHORT_HOSTID=node$((COHORT_RANK / 2)) exec "$0" --big' "$CC"
 run_case "collectives over shm, np=8 on 2 cores" env COHORT_TRANSPORTS=shm "$COHORTRUN" -np 8 "$CC"
 run_case "collectives over shm without CMA, np=3" \
     env COHORT_TRANSPORTS=shm COHORT_SHM_CMA=0 "$COHORTRUN" -np 3 "$CC" --big
