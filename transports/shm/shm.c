@@ -49,6 +49,8 @@
 #endif
 #include <cohort/plugin.h>
 
+#include "ring.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -74,9 +76,6 @@
 #define SHM_SEG_MAGIC 0x636f686f7274534dull  /* "cohortSM" */
 #define SHM_LAYOUT_VERSION 1u
 #define SHM_PAGE ((size_t)4096)
-#define SHM_CELL_SIZE ((size_t)8192)
-#define SHM_CELL_HDR ((size_t)64)
-#define SHM_CELL_PAYLOAD (SHM_CELL_SIZE - SHM_CELL_HDR)
 #define SHM_DEFAULT_SLOT ((long)1 << 20)     /* COHORT_SHM_SEGMENT_SIZE: bytes per connection */
 #define SHM_MIN_SLOT ((long)64 << 10)
 #define SHM_MAX_SLOT ((long)1 << 30)
@@ -133,19 +132,11 @@ typedef struct slot_ctl {
     unsigned char mac[SHM_MAC_LEN];
 } slot_ctl_t;
 
-typedef struct dir_ctl {
-    alignas(64) _Atomic uint64_t head;   /* producer: cells written */
-    alignas(64) _Atomic uint64_t tail;   /* consumer: cells consumed */
-    alignas(64) _Atomic uint64_t rdone;  /* consumer: rendezvous messages finished */
-} dir_ctl_t;
+/* The rings (control block, cells, protocol) are in ring.h. */
+_Static_assert(SHM_RING_CTL_BYTES == SHM_PAGE, "a ring's control block is one page");
 
-typedef struct cell_hdr {
-    uint64_t tag, len, off, addr, seq;
-    uint32_t flen, kind;
-} cell_hdr_t;
-
-/* Slot layout: [slot_ctl page][dir 0 ctl page][dir 0 cells][dir 1 ctl page][dir 1 cells]. */
-static size_t dir_bytes(uint64_t ncells) { return SHM_PAGE + (size_t)ncells * SHM_CELL_SIZE; }
+/* Slot layout: [slot_ctl page][dir 0 ring][dir 1 ring], a ring = [ctl page][ncells cells]. */
+static size_t dir_bytes(uint64_t ncells) { return shm_ring_bytes(ncells); }
 
 /* ---- objects ----------------------------------------------------------------------------- */
 
@@ -198,8 +189,7 @@ typedef struct shm_conn {
     size_t slot_size;
     uint64_t ncells;
     slot_ctl_t *ctl;
-    dir_ctl_t *tx, *rx;
-    unsigned char *txcells, *rxcells;
+    shm_ring_t tx, rx;               /* we produce into tx and consume from rx */
     int peer_pid;
     int pidfd;
     uint64_t next_live_check;
@@ -521,13 +511,12 @@ static void conn_setup_dirs(shm_conn_t *c)
     unsigned char *d0 = c->slot + SHM_PAGE;
     unsigned char *d1 = d0 + dir_bytes(c->ncells);
     c->ctl = (slot_ctl_t *)(void *)c->slot;
-    dir_ctl_t *dc0 = (dir_ctl_t *)(void *)d0, *dc1 = (dir_ctl_t *)(void *)d1;
     if (c->connector) {
-        c->tx = dc1; c->txcells = d1 + SHM_PAGE;
-        c->rx = dc0; c->rxcells = d0 + SHM_PAGE;
+        shm_ring_attach(&c->tx, d1, c->ncells);
+        shm_ring_attach(&c->rx, d0, c->ncells);
     } else {
-        c->tx = dc0; c->txcells = d0 + SHM_PAGE;
-        c->rx = dc1; c->rxcells = d1 + SHM_PAGE;
+        shm_ring_attach(&c->tx, d0, c->ncells);
+        shm_ring_attach(&c->rx, d1, c->ncells);
     }
 }
 
@@ -712,28 +701,18 @@ static void acceptor_step(shm_conn_t *c)
 
 /* ---- data path --------------------------------------------------------------------------- */
 
-static inline cell_hdr_t *cell_at(unsigned char *cells, uint64_t ncells, uint64_t idx)
-{
-    return (cell_hdr_t *)(void *)(cells + (size_t)(idx % ncells) * SHM_CELL_SIZE);
-}
-
 static void tx_progress(shm_conn_t *c)
 {
-    dir_ctl_t *tx = c->tx;
-    uint64_t head = atomic_load_explicit(&tx->head, memory_order_relaxed);
-    uint64_t tail = atomic_load_explicit(&tx->tail, memory_order_acquire);
-    uint64_t start = head;
+    shm_ring_cursor_t k;
+    shm_ring_prod_begin(&c->tx, &k);
     shm_req_t *r;
     while ((r = c->sendq.h) != NULL) {
-        if (head - tail >= c->ncells) {
-            tail = atomic_load_explicit(&tx->tail, memory_order_acquire);
-            if (head - tail >= c->ncells) break;
-        }
+        shm_cell_t *ch = shm_ring_prod_reserve(&c->tx, &k);
+        if (!ch) break;   /* full */
         if (!r->started) {   /* the protocol is fixed when the first cell is written */
             r->started = 1;
             r->rndv = c->tx_cma && r->len > c->ep->eager;
         }
-        cell_hdr_t *ch = cell_at(c->txcells, c->ncells, head);
         if (r->rndv) {
             ch->tag = r->tag;
             ch->len = r->len;
@@ -742,7 +721,7 @@ static void tx_progress(shm_conn_t *c)
             ch->seq = r->seq = ++c->rndv_sent;
             ch->flen = 0;
             ch->kind = K_RNDV;
-            head++;
+            shm_ring_prod_commit(&k);
             rq_pop(&c->sendq);
             rq_push(&c->rndvq, r);
             continue;
@@ -756,18 +735,18 @@ static void tx_progress(shm_conn_t *c)
         ch->seq = 0;
         ch->flen = (uint32_t)n;
         ch->kind = K_FRAG;
-        if (n) memcpy((unsigned char *)ch + SHM_CELL_HDR, r->buf + r->off, n);
+        if (n) memcpy(shm_cell_payload(ch), r->buf + r->off, n);
         r->off += n;
-        head++;
+        shm_ring_prod_commit(&k);
         if (r->off == r->len) {
             rq_pop(&c->sendq);
             r->nbytes = r->len;
             req_finish(r, COHORT_SUCCESS);
         }
     }
-    if (head != start) atomic_store_explicit(&tx->head, head, memory_order_release);
+    shm_ring_prod_publish(&c->tx, &k);
     if (c->rndvq.h) {
-        uint64_t done = atomic_load_explicit(&tx->rdone, memory_order_acquire);
+        uint64_t done = atomic_load_explicit(&c->tx.ctl->rdone, memory_order_acquire);
         while ((r = c->rndvq.h) != NULL && r->seq <= done) {
             rq_pop(&c->rndvq);
             r->nbytes = r->len;
@@ -779,15 +758,13 @@ static void tx_progress(shm_conn_t *c)
 static void rndv_publish(shm_conn_t *c)
 {
     c->rndv_done_local++;
-    atomic_store_explicit(&c->rx->rdone, c->rndv_done_local, memory_order_release);
+    atomic_store_explicit(&c->rx.ctl->rdone, c->rndv_done_local, memory_order_release);
 }
 
 static void rx_progress(shm_conn_t *c)
 {
-    dir_ctl_t *rx = c->rx;
-    uint64_t tail = atomic_load_explicit(&rx->tail, memory_order_relaxed);
-    uint64_t head = atomic_load_explicit(&rx->head, memory_order_acquire);
-    uint64_t start = tail;
+    shm_ring_cursor_t k;
+    shm_ring_cons_begin(&c->rx, &k);
     size_t budget = SHM_RNDV_CHUNK;
     for (;;) {
         shm_req_t *r = c->recvq.h;
@@ -821,11 +798,8 @@ static void rx_progress(shm_conn_t *c)
             req_finish(r, COHORT_SUCCESS);
             continue;
         }
-        if (tail == head) {
-            head = atomic_load_explicit(&rx->head, memory_order_acquire);
-            if (tail == head) break;
-        }
-        cell_hdr_t *ch = cell_at(c->rxcells, c->ncells, tail);
+        shm_cell_t *ch = shm_ring_cons_peek(&c->rx, &k);
+        if (!ch) break;   /* empty */
         uint32_t flen = ch->flen;
         uint64_t mlen = ch->len, off = ch->off;
         if ((ch->kind != K_FRAG && ch->kind != K_RNDV) || flen > SHM_CELL_PAYLOAD ||
@@ -837,13 +811,13 @@ static void rx_progress(shm_conn_t *c)
         }
         if (c->discard) {   /* rest of a mismatched message */
             c->discard -= flen < c->discard ? flen : c->discard;
-            tail++;
+            shm_ring_cons_release(&k);
             continue;
         }
         if (r && r->started) {   /* next fragment of the current message */
-            memcpy(r->buf + off, (unsigned char *)ch + SHM_CELL_HDR, flen);
+            memcpy(r->buf + off, shm_cell_payload(ch), flen);
             r->off = off + flen;
-            tail++;
+            shm_ring_cons_release(&k);
             if (r->off == r->rlen) {
                 rq_pop(&c->recvq);
                 r->nbytes = r->rlen;
@@ -862,7 +836,7 @@ static void rx_progress(shm_conn_t *c)
                          (unsigned long long)mlen, (unsigned long long)r->tag, r->len);
             if (ch->kind == K_RNDV) rndv_publish(c);
             else c->discard = (size_t)(mlen - flen);
-            tail++;
+            shm_ring_cons_release(&k);
             continue;
         }
         r->started = 1;
@@ -871,19 +845,19 @@ static void rx_progress(shm_conn_t *c)
             r->rndv = 1;
             r->raddr = ch->addr;
             r->off = 0;
-            tail++;
+            shm_ring_cons_release(&k);
             continue;
         }
-        memcpy(r->buf, (unsigned char *)ch + SHM_CELL_HDR, flen);
+        memcpy(r->buf, shm_cell_payload(ch), flen);
         r->off = flen;
-        tail++;
+        shm_ring_cons_release(&k);
         if (r->off == r->rlen) {
             rq_pop(&c->recvq);
             r->nbytes = r->rlen;
             req_finish(r, COHORT_SUCCESS);
         }
     }
-    if (tail != start) atomic_store_explicit(&rx->tail, tail, memory_order_release);
+    shm_ring_cons_publish(&c->rx, &k);
 }
 
 static void conn_progress(shm_conn_t *c)
@@ -900,9 +874,8 @@ static void conn_progress(shm_conn_t *c)
     /* the peer closed: pending sends will never be taken; receives fail once the ring is dry */
     if (atomic_load_explicit(&c->ctl->closed[c->connector ? SIDE_ACC : SIDE_CONN],
                              memory_order_acquire)) {
-        uint64_t h = atomic_load_explicit(&c->rx->head, memory_order_acquire);
-        uint64_t t = atomic_load_explicit(&c->rx->tail, memory_order_relaxed);
-        if (c->sendq.h || c->rndvq.h || (c->recvq.h && h == t))
+        int rx_dry = shm_ring_cons_count(&c->rx) == 0;
+        if (c->sendq.h || c->rndvq.h || (c->recvq.h && rx_dry))
             conn_fail(c, COHORT_ERR_PEER_LOST, "shm: rank %d (pid %d) closed its connection to "
                       "rank %d with operations still pending here", c->peer, c->peer_pid,
                       c->ep->rank);
@@ -1201,8 +1174,8 @@ static cohort_status_t shm_accept(cohort_tp_ep_t epv, int peer, cohort_tp_conn_t
     conn_setup_dirs(c);
     /* fresh slot (a reused one of a closed conn is wiped) */
     memset(c->ctl, 0, sizeof *c->ctl);
-    memset(c->tx, 0, sizeof *c->tx);
-    memset(c->rx, 0, sizeof *c->rx);
+    shm_ring_init(&c->tx);
+    shm_ring_init(&c->rx);
     atomic_store_explicit(&c->ctl->ready, 1, memory_order_release);
     ep->naccepts_pending++;
     *connp = c;
