@@ -315,6 +315,20 @@ static cohort_status_t connect_all(cohort_comm_t *c)
     return COHORT_SUCCESS;
 }
 
+/* Endpoints no peer uses would only cost progress() calls (and keep a listening socket or a
+ * segment), and one without an event fd would stop the waits from sleeping: close them. */
+static void close_unused_endpoints(cohort_comm_t *c)
+{
+    for (int i = 0; i < c->nplugins; i++) {
+        if (!c->eps[i]) continue;
+        int users = 0;
+        for (int p = 0; p < c->nranks; p++) users += c->peers[p].plugin == i;
+        if (users) continue;
+        c->plugins[i]->ops->ep_close(c->eps[i]);
+        c->eps[i] = NULL;
+    }
+}
+
 /* After a local failure, still takes part in the remaining exchange rounds so that the other
  * ranks learn about it instead of waiting. */
 static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_t comm_id,
@@ -485,6 +499,7 @@ static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_
                    : (int)sysconf(_SC_NPROCESSORS_ONLN);
         c->oversubscribed = ncpu > 0 && c->local_size > ncpu;
         if (!st) st = connect_all(c);
+        if (!st) close_unused_endpoints(c);
     }
     /* Round 4: everyone says whether it got connected, so failures are shared. */
     status_msg_t sm = { st, "" };
