@@ -132,6 +132,17 @@ static inline void shm_ring_prod_publish(const shm_ring_t *r, shm_ring_cursor_t 
     }
 }
 
+/* shm_ring_prod_publish as a seq_cst exchange (a full barrier on x86, like a store + fence),
+ * for a caller that next loads a "peer sleeping" flag (Dekker-style wake-up: the store of head
+ * must not be reordered after that load). Returns 1 if it published cells. */
+static inline int shm_ring_prod_publish_sc(const shm_ring_t *r, shm_ring_cursor_t *k)
+{
+    if (k->pos == k->start) return 0;
+    atomic_exchange_explicit(&r->ctl->head, k->pos, memory_order_seq_cst);
+    k->start = k->pos;
+    return 1;
+}
+
 /* Free cells as the producer sees them now. Producer side only. */
 static inline uint64_t shm_ring_prod_space(const shm_ring_t *r)
 {
@@ -170,6 +181,16 @@ static inline void shm_ring_cons_publish(const shm_ring_t *r, shm_ring_cursor_t 
         atomic_store_explicit(&r->ctl->tail, k->pos, memory_order_release);
         k->start = k->pos;
     }
+}
+
+/* shm_ring_cons_publish as a seq_cst exchange (see shm_ring_prod_publish_sc). Returns 1 if it
+ * gave cells back. */
+static inline int shm_ring_cons_publish_sc(const shm_ring_t *r, shm_ring_cursor_t *k)
+{
+    if (k->pos == k->start) return 0;
+    atomic_exchange_explicit(&r->ctl->tail, k->pos, memory_order_seq_cst);
+    k->start = k->pos;
+    return 1;
 }
 
 /* Published cells not yet given back, as the consumer sees them now. Consumer side only. */

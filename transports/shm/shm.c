@@ -63,10 +63,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -74,7 +76,7 @@
 #define SHM_PLUGIN_VERSION "0.1.0"
 #define SHM_ADDR_MAGIC 0x53484d41u          /* "SHMA" */
 #define SHM_SEG_MAGIC 0x636f686f7274534dull  /* "cohortSM" */
-#define SHM_LAYOUT_VERSION 1u
+#define SHM_LAYOUT_VERSION 2u
 #define SHM_PAGE ((size_t)4096)
 #define SHM_DEFAULT_SLOT ((long)1 << 20)     /* COHORT_SHM_SEGMENT_SIZE: bytes per connection */
 #define SHM_MIN_SLOT ((long)64 << 10)
@@ -82,6 +84,8 @@
 #define SHM_DEFAULT_EAGER ((long)64 << 10)
 #define SHM_RNDV_CHUNK ((size_t)1 << 20)     /* CMA bytes per progress call and connection */
 #define SHM_LIVENESS_NS 2000000ull           /* peer pid checked at most every 2 ms */
+#define SHM_ARM_CALLS 64u                    /* idle calls before a reader arms its wake-up... */
+#define SHM_ARM_NS 20000ull                  /* ...and idle time: spinners never arm */
 #define SHM_NODEID_LEN 192
 #define SHM_JOBID_LEN 64
 #define SHM_SEGNAME_LEN 96
@@ -130,7 +134,13 @@ typedef struct slot_ctl {
     uint32_t pad;
     uint64_t conn_probe_addr, conn_probe_value;
     unsigned char mac[SHM_MAC_LEN];
+    char conn_segname[SHM_SEGNAME_LEN];  /* connector: its segment name (names its wake socket) */
+    /* [side]: that side may sleep on its wake socket; the other side, after any store the
+     * sleeper could wait for, loads it (seq_cst), clears it and sends a datagram. */
+    struct { alignas(64) _Atomic uint32_t v; } armed[2];
 } slot_ctl_t;
+
+_Static_assert(sizeof(slot_ctl_t) <= SHM_PAGE, "slot control block too big");
 
 /* The rings (control block, cells, protocol) are in ring.h. */
 _Static_assert(SHM_RING_CTL_BYTES == SHM_PAGE, "a ring's control block is one page");
@@ -203,6 +213,8 @@ typedef struct shm_conn {
     size_t discard;                  /* receiver: fragment bytes of a mismatched message to skip */
     shm_req_t *all;
     int peer_closed_seen;
+    struct sockaddr_un peer_sa;      /* the peer endpoint's wake socket */
+    socklen_t peer_salen;            /* 0: not known yet */
 } shm_conn_t;
 
 typedef struct shm_ep {
@@ -225,6 +237,17 @@ typedef struct shm_ep {
     unsigned char nonce[SHM_NONCE_LEN];
     int naccepts_pending;            /* accepted conns still in their handshake */
     shm_conn_t *conns;
+    /* wake-up (ep_fd): see ep_after() */
+    int wfd;                         /* our datagram socket (abstract namespace), -1: none */
+    struct sockaddr_un self_sa;
+    socklen_t self_salen;
+    int kicked;                      /* we sent ourselves a datagram not drained yet */
+    int armed;                       /* our armed flags are set in every ready conn */
+    uint64_t idle;                   /* consecutive calls in which nothing moved */
+    uint64_t idle_since;             /* when idle reached SHM_ARM_CALLS */
+    uint64_t nevents;                /* bumped whenever something moved */
+    int done_since_progress;         /* a request completed outside its own test() */
+    shm_req_t *testing;              /* the request shm_test is testing */
 } shm_ep_t;
 
 /* ---- small helpers ----------------------------------------------------------------------- */
@@ -378,6 +401,156 @@ static void req_finish(shm_req_t *r, cohort_status_t st)
     if (r->done) return;
     r->done = 1;
     r->status = st;
+    shm_ep_t *ep = r->conn->ep;
+    ep->nevents++;
+    if (r != ep->testing) ep->done_since_progress = 1;
+}
+
+/* ---- wake-up ------------------------------------------------------------------------------
+ * Eventcount over a datagram socket per endpoint. A reader idle for SHM_ARM_CALLS calls and
+ * SHM_ARM_NS drains its socket, sets armed[its side] (seq_cst) in every ready conn, fences, and
+ * re-checks every conn once (conn_movable); if something can move it kicks itself. A writer,
+ * after every store the other side could wait for (ring head, ring tail, rdone, closed), which
+ * it makes seq_cst, loads armed[other side]; if set it clears it (exchange) and sends one byte
+ * to the other's socket. While not armed the socket is kept readable (a datagram to ourselves,
+ * sent once and kept until we arm), so a caller that sleeps on ep_fd early just comes back: the
+ * fd is readable whenever progress() could advance something. A dead peer sends nothing: the
+ * core's poll cap (2 ms) bounds that. */
+
+static int conn_has_work(const shm_conn_t *c)
+{
+    return c->sendq.h || c->rndvq.h || c->recvq.h || c->state == C_CONNECTING;
+}
+
+static int peer_side(const shm_conn_t *c) { return c->connector ? SIDE_ACC : SIDE_CONN; }
+static int my_side(const shm_conn_t *c) { return c->connector ? SIDE_CONN : SIDE_ACC; }
+
+static void wake_name(struct sockaddr_un *sa, socklen_t *len, const char *segname)
+{
+    memset(sa, 0, sizeof *sa);
+    sa->sun_family = AF_UNIX;
+    /* abstract namespace: sun_path[0] = 0, nothing on the filesystem */
+    int n = snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "cohort-wake%s", segname);
+    if (n < 0 || (size_t)n >= sizeof sa->sun_path - 1) n = (int)sizeof sa->sun_path - 2;
+    *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+__attribute__((noinline)) static void wake_peer_slow(shm_conn_t *c)
+{
+    if (!atomic_exchange_explicit(&c->ctl->armed[peer_side(c)].v, 0, memory_order_seq_cst))
+        return;   /* someone else (the peer disarming) got there first */
+    if (c->ep->wfd < 0 || !c->peer_salen) return;
+    char b = 1;
+    /* EAGAIN/ENOBUFS: its queue is full, so it is readable already; ECONNREFUSED: gone */
+    (void)sendto(c->ep->wfd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
+                 (const struct sockaddr *)&c->peer_sa, c->peer_salen);
+}
+
+/* After a seq_cst store the peer may be waiting for. One load when the peer is not asleep. */
+static inline void wake_peer(shm_conn_t *c)
+{
+    if (atomic_load_explicit(&c->ctl->armed[peer_side(c)].v, memory_order_seq_cst))
+        wake_peer_slow(c);
+}
+
+__attribute__((noinline)) static void ep_kick_slow(shm_ep_t *ep)
+{
+    char b = 0;
+    ep->kicked = 1;
+    (void)sendto(ep->wfd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
+                 (const struct sockaddr *)&ep->self_sa, ep->self_salen);
+}
+
+/* Makes ep_fd readable (until the next drain). */
+static inline void ep_kick(shm_ep_t *ep)
+{
+    if (!ep->kicked) ep_kick_slow(ep);
+}
+
+/* Empties the socket; returns the number of datagrams read. */
+static int ep_drain(shm_ep_t *ep)
+{
+    char b[16];
+    int n = 0;
+    for (;;) {
+        ssize_t r = recv(ep->wfd, b, sizeof b, MSG_DONTWAIT);
+        if (r >= 0) {
+            n++;
+            continue;
+        }
+        if (errno == EINTR) continue;
+        break;
+    }
+    ep->kicked = 0;
+    return n;
+}
+
+static void ep_disarm(shm_ep_t *ep)
+{
+    for (shm_conn_t *c = ep->conns; c; c = c->next)
+        if (c->state == C_READY)
+            atomic_store_explicit(&c->ctl->armed[my_side(c)].v, 0, memory_order_relaxed);
+    ep->armed = 0;
+}
+
+/* Whether progress() could advance something on c now (after the arming fence). */
+static int conn_movable(shm_conn_t *c)
+{
+    if (c->state == C_CONNECTING) return 1;
+    if (c->state != C_READY) return 0;
+    if (atomic_load_explicit(&c->ctl->closed[peer_side(c)], memory_order_acquire))
+        return conn_has_work(c);
+    if (c->recvq.h && c->recvq.h->started && c->recvq.h->rndv) return 1;
+    if ((c->recvq.h || c->discard) && shm_ring_cons_count(&c->rx)) return 1;
+    if (c->sendq.h && shm_ring_prod_space(&c->tx)) return 1;
+    if (c->rndvq.h &&
+        atomic_load_explicit(&c->tx.ctl->rdone, memory_order_acquire) >= c->rndvq.h->seq)
+        return 1;
+    return 0;
+}
+
+static void ep_arm(shm_ep_t *ep)
+{
+    for (shm_conn_t *c = ep->conns; c; c = c->next)
+        if (c->state == C_CONNECTING) {   /* a handshake is not woken up: keep polling */
+            ep_kick(ep);
+            return;
+        }
+    ep_drain(ep);
+    for (shm_conn_t *c = ep->conns; c; c = c->next)
+        if (c->state == C_READY)
+            atomic_store_explicit(&c->ctl->armed[my_side(c)].v, 1, memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst);
+    ep->armed = 1;
+    for (shm_conn_t *c = ep->conns; c; c = c->next)
+        if (conn_movable(c)) {
+            ep_kick(ep);
+            break;
+        }
+}
+
+/* End of every call that made progress: ev0 is ep->nevents at its start. */
+static void ep_after(shm_ep_t *ep, uint64_t ev0)
+{
+    if (ep->wfd < 0) return;
+    if (ep->nevents != ev0) {
+        ep->idle = 0;
+        if (ep->armed) ep_disarm(ep);
+        ep_kick(ep);
+        return;
+    }
+    if (ep->armed) return;
+    if (++ep->idle < SHM_ARM_CALLS || ep->done_since_progress) {
+        ep_kick(ep);
+        return;
+    }
+    uint64_t t = now_ns();
+    if (ep->idle == SHM_ARM_CALLS) ep->idle_since = t;
+    if (t - ep->idle_since < SHM_ARM_NS) {
+        ep_kick(ep);
+        return;
+    }
+    ep_arm(ep);
 }
 
 static void req_fail_msg(shm_req_t *r, cohort_status_t st, const char *fmt, ...)
@@ -409,17 +582,16 @@ static void conn_fail(shm_conn_t *c, cohort_status_t st, const char *fmt, ...)
     c->err = st;
     c->ep->host->log(COHORT_LOG_INFO, SUBSYS, "%s", c->errmsg);
     /* Tell the peer we gave up, so it does not wait for us. */
-    if (c->ctl) atomic_store_explicit(&c->ctl->closed[c->connector ? SIDE_CONN : SIDE_ACC], 1,
-                                      memory_order_release);
+    c->ep->nevents++;
+    if (c->ctl) {
+        atomic_store_explicit(&c->ctl->closed[c->connector ? SIDE_CONN : SIDE_ACC], 1,
+                              memory_order_seq_cst);
+        wake_peer(c);
+    }
     for (shm_req_t *r = c->all; r; r = r->anext) req_finish(r, st);
     c->sendq.h = c->sendq.t = NULL;
     c->rndvq.h = c->rndvq.t = NULL;
     c->recvq.h = c->recvq.t = NULL;
-}
-
-static int conn_has_work(const shm_conn_t *c)
-{
-    return c->sendq.h || c->rndvq.h || c->recvq.h || c->state == C_CONNECTING;
 }
 
 /* Peer liveness, rate-limited. Returns 1 if the conn failed. */
@@ -530,6 +702,7 @@ static void ep_maybe_unlink(shm_ep_t *ep)
 static void conn_ready(shm_conn_t *c)
 {
     c->state = C_READY;
+    c->ep->nevents++;
     c->tx_cma = (int)atomic_load_explicit(&c->ctl->cma_ok[c->connector ? SIDE_CONN : SIDE_ACC],
                                           memory_order_acquire);
     c->rx_cma = (int)atomic_load_explicit(&c->ctl->cma_ok[c->connector ? SIDE_ACC : SIDE_CONN],
@@ -640,6 +813,7 @@ static void connector_step(shm_conn_t *c)
         conn_setup_dirs(c);
         c->peer_pid = c->paddr.pid;
         c->pidfd = pidfd_open_(c->peer_pid);
+        wake_name(&c->peer_sa, &c->peer_salen, c->paddr.segname);
     }
     slot_ctl_t *ctl = c->ctl;
     if (atomic_load_explicit(&ctl->state, memory_order_acquire) == ST_EMPTY) {
@@ -656,6 +830,7 @@ static void connector_step(shm_conn_t *c)
         ctl->conn_pid = getpid();
         ctl->conn_probe_addr = (uint64_t)(uintptr_t)&ep->probe_value;
         ctl->conn_probe_value = ep->probe_value;
+        snprintf(ctl->conn_segname, sizeof ctl->conn_segname, "%s", ep->segname);
         hello_mac(host, ep->job_id, ep->comm_id, c->peer, ep->rank, ctl->conn_pid, h->nonce,
                   ctl->mac);
         atomic_store_explicit(&ctl->state, ST_HELLO, memory_order_release);
@@ -681,7 +856,14 @@ static void acceptor_step(shm_conn_t *c)
     unsigned char mac[SHM_MAC_LEN];
     hello_mac(ep->host, ep->job_id, ep->comm_id, ep->rank, c->peer, ctl->conn_pid, ep->nonce,
               mac);
-    if (ctl->conn_rank != c->peer || ctl->conn_pid <= 0 || !ct_equal(mac, ctl->mac, SHM_MAC_LEN)) {
+    /* the connector's segment name (it names its wake socket) must be one of its names */
+    char pfx[SHM_SEGNAME_LEN], cseg[SHM_SEGNAME_LEN];
+    memcpy(cseg, ctl->conn_segname, sizeof cseg);
+    cseg[sizeof cseg - 1] = 0;
+    int pl = snprintf(pfx, sizeof pfx, "/cohort-%08x-%llx-%d-%d-", fnv32(ep->job_id),
+                      (unsigned long long)ep->comm_id, c->peer, (int)ctl->conn_pid);
+    if (ctl->conn_rank != c->peer || ctl->conn_pid <= 0 || !ct_equal(mac, ctl->mac, SHM_MAC_LEN) ||
+        pl <= 0 || strncmp(cseg, pfx, (size_t)pl) != 0) {
         ep->host->log(COHORT_LOG_WARN, SUBSYS, "shm: rank %d refused a hello in the slot of "
                       "rank %d of segment %s (claims rank %d, pid %d): bad HMAC; another job "
                       "or a stray process?", ep->rank, c->peer, ep->segname,
@@ -691,6 +873,7 @@ static void acceptor_step(shm_conn_t *c)
     }
     c->peer_pid = ctl->conn_pid;
     c->pidfd = pidfd_open_(c->peer_pid);
+    wake_name(&c->peer_sa, &c->peer_salen, cseg);
     atomic_store_explicit(&ctl->cma_ok[SIDE_CONN],
                           (uint32_t)cma_probe(ep, c->peer_pid, ctl->conn_probe_addr,
                                               ctl->conn_probe_value, c->peer),
@@ -744,7 +927,10 @@ static void tx_progress(shm_conn_t *c)
             req_finish(r, COHORT_SUCCESS);
         }
     }
-    shm_ring_prod_publish(&c->tx, &k);
+    if (shm_ring_prod_publish_sc(&c->tx, &k)) {
+        c->ep->nevents++;
+        wake_peer(c);
+    }
     if (c->rndvq.h) {
         uint64_t done = atomic_load_explicit(&c->tx.ctl->rdone, memory_order_acquire);
         while ((r = c->rndvq.h) != NULL && r->seq <= done) {
@@ -758,7 +944,8 @@ static void tx_progress(shm_conn_t *c)
 static void rndv_publish(shm_conn_t *c)
 {
     c->rndv_done_local++;
-    atomic_store_explicit(&c->rx.ctl->rdone, c->rndv_done_local, memory_order_release);
+    atomic_store_explicit(&c->rx.ctl->rdone, c->rndv_done_local, memory_order_seq_cst);
+    wake_peer(c);
 }
 
 static void rx_progress(shm_conn_t *c)
@@ -791,6 +978,7 @@ static void rx_progress(shm_conn_t *c)
             }
             r->off += n;
             budget -= n;
+            if (n) c->ep->nevents++;
             if (r->off < r->rlen) break;   /* budget spent: continue next call */
             rq_pop(&c->recvq);
             r->nbytes = r->rlen;
@@ -857,7 +1045,10 @@ static void rx_progress(shm_conn_t *c)
             req_finish(r, COHORT_SUCCESS);
         }
     }
-    shm_ring_cons_publish(&c->rx, &k);
+    if (shm_ring_cons_publish_sc(&c->rx, &k)) {
+        c->ep->nevents++;
+        wake_peer(c);
+    }
 }
 
 static void conn_progress(shm_conn_t *c)
@@ -1006,6 +1197,17 @@ static cohort_status_t shm_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
     snprintf(ep->segname, sizeof ep->segname, "/cohort-%08x-%llx-%d-%d-%u", fnv32(job),
              (unsigned long long)info->comm_id, info->rank, (int)getpid(),
              atomic_fetch_add(&counter, 1));
+    /* wake socket: without one ep_fd is -1 and the core just spins/yields as before */
+    ep->wfd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    wake_name(&ep->self_sa, &ep->self_salen, ep->segname);
+    if (ep->wfd >= 0 &&
+        bind(ep->wfd, (const struct sockaddr *)&ep->self_sa, ep->self_salen) < 0) {
+        close(ep->wfd);
+        ep->wfd = -1;
+    }
+    if (ep->wfd < 0)
+        host->log(COHORT_LOG_INFO, SUBSYS, "shm: rank %d: no wake-up socket (%s): waiting ranks "
+                  "poll instead of sleeping", ep->rank, strerror(errno));
     shm_addr_t a;
     memset(&a, 0, sizeof a);
     a.magic = SHM_ADDR_MAGIC;
@@ -1031,8 +1233,11 @@ static cohort_status_t shm_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
 static void conn_free(shm_conn_t *c)
 {
     shm_ep_t *ep = c->ep;
-    if (c->ctl) atomic_store_explicit(&c->ctl->closed[c->connector ? SIDE_CONN : SIDE_ACC], 1,
-                                      memory_order_release);
+    if (c->ctl) {
+        atomic_store_explicit(&c->ctl->closed[c->connector ? SIDE_CONN : SIDE_ACC], 1,
+                              memory_order_seq_cst);
+        if (c->state == C_READY) wake_peer(c);
+    }
     if (!c->connector && c->state == C_CONNECTING) {
         ep->naccepts_pending--;
         ep_maybe_unlink(ep);
@@ -1052,6 +1257,7 @@ static cohort_status_t shm_ep_close(cohort_tp_ep_t epv)
     shm_ep_t *ep = (shm_ep_t *)epv;
     if (!ep) return COHORT_SUCCESS;
     while (ep->conns) conn_free(ep->conns);
+    if (ep->wfd >= 0) close(ep->wfd);
     ep_unlink(ep);
     if (ep->hdr) munmap(ep->hdr, SHM_PAGE);
     if (ep->segfd >= 0) close(ep->segfd);
@@ -1185,7 +1391,9 @@ static cohort_status_t shm_accept(cohort_tp_ep_t epv, int peer, cohort_tp_conn_t
 static cohort_status_t shm_conn_test(cohort_tp_conn_t connv)
 {
     shm_conn_t *c = (shm_conn_t *)connv;
+    uint64_t ev0 = c->ep->nevents;
     if (c->state == C_CONNECTING) conn_progress(c);
+    ep_after(c->ep, ev0);
     if (c->state == C_FAILED) return c->ep->host->error(c->err, "%s", c->errmsg);
     return c->state == C_READY ? COHORT_SUCCESS : COHORT_IN_PROGRESS;
 }
@@ -1219,7 +1427,9 @@ static cohort_status_t post(shm_conn_t *c, int is_send, void *buf, size_t len, u
     c->all = r;
     rq_push(is_send ? &c->sendq : &c->recvq, r);
     *reqp = r;
+    uint64_t ev0 = c->ep->nevents;
     conn_progress(c);
+    ep_after(c->ep, ev0);
     return COHORT_SUCCESS;
 }
 
@@ -1241,7 +1451,14 @@ static cohort_status_t shm_test(cohort_tp_req_t reqv, size_t *nbytes)
 {
     shm_req_t *r = (shm_req_t *)reqv;
     shm_conn_t *c = r->conn;
-    if (!r->done) conn_progress(c);
+    if (!r->done) {
+        shm_ep_t *ep = c->ep;
+        uint64_t ev0 = ep->nevents;
+        ep->testing = r;
+        conn_progress(c);
+        ep->testing = NULL;
+        ep_after(ep, ev0);
+    }
     if (!r->done) return COHORT_IN_PROGRESS;
     cohort_status_t st = r->status;
     if (st == COHORT_SUCCESS) {
@@ -1256,14 +1473,20 @@ static cohort_status_t shm_test(cohort_tp_req_t reqv, size_t *nbytes)
 static cohort_status_t shm_progress(cohort_tp_ep_t epv)
 {
     shm_ep_t *ep = (shm_ep_t *)epv;
+    uint64_t ev0 = ep->nevents;
+    /* armed and woken (a peer cleared one of our flags, or we kicked): disarm; ep_after re-arms
+     * (drain, flags, fence, re-check) if still idle. Not woken: stay armed, no syscall. */
+    if (ep->armed && ep_drain(ep) > 0) ep_disarm(ep);
     for (shm_conn_t *c = ep->conns; c; c = c->next) conn_progress(c);
+    ep->done_since_progress = 0;
+    ep_after(ep, ev0);
     return COHORT_SUCCESS;
 }
 
 static int shm_ep_fd(cohort_tp_ep_t epv)
 {
-    (void)epv;
-    return -1;
+    shm_ep_t *ep = (shm_ep_t *)epv;
+    return ep ? ep->wfd : -1;
 }
 
 __attribute__((visibility("default")))
