@@ -42,6 +42,13 @@
  * Peer loss: each side records its pid; a conn with pending work polls a pidfd of the peer (or
  *   kill(pid, 0) without pidfd) at most every 2 ms; conn_close/ep_close set a closed flag in the
  *   slot that the peer sees at once.
+ * Sleeping (ep_fd): each endpoint owns an abstract-namespace UNIX datagram socket. A reader
+ *   that has been idle for 64 calls and 20 us arms a per-direction flag in the slot (seq_cst)
+ *   and re-checks once; a writer, after each publish the reader may wait for (cells, freed
+ *   space, rdone, closed), loads the flag and, if armed, clears it and sends one datagram. So a
+ *   spinning reader costs writers one load per publish, and a sleeping one is woken by the
+ *   kernel. Dead peers cannot wake anyone: the core's 2 ms poll cap bounds that. Details at the
+ *   "wake-up" section below.
  * Not thread-safe: the core serialises calls per endpoint.
  */
 #ifndef _GNU_SOURCE
