@@ -40,8 +40,8 @@
  *     ring space needed for acks).
  *   head/tail/rdone are C11 atomics on their own cache lines, release on publish, acquire on read.
  * Peer loss: each side records its pid; a conn with pending work polls a pidfd of the peer (or
- *   kill(pid, 0) without pidfd) at most every 2 ms; conn_close/ep_close set a closed flag in the
- *   slot that the peer sees at once.
+ *   kill(pid, 0) without pidfd) at most every 2 ms, the clock being read every 64th call only;
+ *   conn_close/ep_close set a closed flag in the slot that the peer sees at once.
  * Sleeping (ep_fd): each endpoint owns an abstract-namespace UNIX datagram socket. A reader
  *   that has been idle for 64 calls and 20 us arms a per-direction flag in the slot (seq_cst)
  *   and re-checks once; a writer, after each publish the reader may wait for (cells, freed
@@ -79,6 +79,22 @@
 #include <time.h>
 #include <unistd.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define SHM_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SHM_ASAN 1
+#endif
+#endif
+#ifdef SHM_ASAN
+#include <sanitizer/asan_interface.h>
+#define SHM_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define SHM_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define SHM_POISON(p, n) ((void)(p), (void)(n))
+#define SHM_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 #define SUBSYS "shm"
 #define SHM_PLUGIN_VERSION "0.1.0"
 #define SHM_ADDR_MAGIC 0x53484d41u          /* "SHMA" */
@@ -90,7 +106,9 @@
 #define SHM_MAX_SLOT ((long)1 << 30)
 #define SHM_DEFAULT_EAGER ((long)64 << 10)
 #define SHM_RNDV_CHUNK ((size_t)1 << 20)     /* CMA bytes per progress call and connection */
-#define SHM_LIVENESS_NS 2000000ull           /* peer pid checked at most every 2 ms */
+#define SHM_LIVENESS_NS 2000000ull           /* peer pid checked at most every 2 ms... */
+#define SHM_LIVENESS_CALLS 64u               /* ...and the clock read every 64th call (power of 2) */
+#define SHM_REQ_CACHE 64                     /* request structs kept for reuse per connection */
 #define SHM_ARM_CALLS 64u                    /* idle calls before a reader arms its wake-up... */
 #define SHM_ARM_NS 20000ull                  /* ...and idle time: spinners never arm */
 #define SHM_NODEID_LEN 192
@@ -210,6 +228,7 @@ typedef struct shm_conn {
     int peer_pid;
     int pidfd;
     uint64_t next_live_check;
+    unsigned live_calls;             /* check_peer_alive calls: the clock is read every 64th */
     int tx_cma;                      /* the receiver of our sends can read us by CMA */
     int rx_cma;                      /* we can read the peer by CMA */
     rq_t sendq;                      /* sends not yet fully in the ring, in order */
@@ -219,6 +238,8 @@ typedef struct shm_conn {
     uint64_t rndv_done_local;        /* receiver: rendezvous messages finished (published) */
     size_t discard;                  /* receiver: fragment bytes of a mismatched message to skip */
     shm_req_t *all;
+    shm_req_t *free_reqs;            /* finished request structs kept for reuse (via ->next)... */
+    int nfree_reqs;                  /* ...at most SHM_REQ_CACHE; freed by conn_free */
     int peer_closed_seen;
     struct sockaddr_un peer_sa;      /* the peer endpoint's wake socket */
     socklen_t peer_salen;            /* 0: not known yet */
@@ -400,7 +421,37 @@ static void req_unlink_all(shm_req_t *r)
     else c->all = r->anext;
     if (r->anext) r->anext->aprev = r->aprev;
     free(r->errmsg);
-    free(r);
+    if (c->nfree_reqs < SHM_REQ_CACHE) {
+        r->next = c->free_reqs;
+        c->free_reqs = r;
+        c->nfree_reqs++;
+        SHM_POISON(r, sizeof *r);    /* under ASan a stale request pointer still faults */
+    } else {
+        free(r);
+    }
+}
+
+/* A zeroed request (as calloc gives), from the conn's cache when it has one. */
+static shm_req_t *req_alloc(shm_conn_t *c)
+{
+    shm_req_t *r = c->free_reqs;
+    if (!r) return calloc(1, sizeof *r);
+    SHM_UNPOISON(r, sizeof *r);
+    c->free_reqs = r->next;
+    c->nfree_reqs--;
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
+static void req_cache_free(shm_conn_t *c)
+{
+    while (c->free_reqs) {
+        shm_req_t *r = c->free_reqs;
+        SHM_UNPOISON(r, sizeof *r);
+        c->free_reqs = r->next;
+        free(r);
+    }
+    c->nfree_reqs = 0;
 }
 
 static void req_finish(shm_req_t *r, cohort_status_t st)
@@ -606,6 +657,10 @@ static int check_peer_alive(shm_conn_t *c, int force)
 {
     if (c->state == C_FAILED) return 1;
     if (c->peer_pid <= 0) return 0;
+    /* the clock costs more than the rest of a progress call: read it every 64th call only, so
+     * the check runs after max(2 ms, 64 calls); idle ranks poll at least every 2 ms (the core's
+     * cap), so a dead peer is still seen within ~130 ms */
+    if (!force && (++c->live_calls & (SHM_LIVENESS_CALLS - 1))) return 0;
     uint64_t t = now_ns();
     if (!force && t < c->next_live_check) return 0;
     c->next_live_check = t + SHM_LIVENESS_NS;
@@ -1250,6 +1305,7 @@ static void conn_free(shm_conn_t *c)
         ep_maybe_unlink(ep);
     }
     while (c->all) req_unlink_all(c->all);
+    req_cache_free(c);
     if (c->slot) munmap(c->slot, c->slot_size);
     if (c->hdr_map) munmap(c->hdr_map, SHM_PAGE);
     if (c->pidfd >= 0) close(c->pidfd);
@@ -1422,7 +1478,7 @@ static cohort_status_t post(shm_conn_t *c, int is_send, void *buf, size_t len, u
         return host->error(COHORT_ERR_INVALID_ARG, "shm: %s of %zu bytes with a NULL buffer "
                            "(rank %d)", is_send ? "isend" : "irecv", len, c->peer);
     if (c->state == C_FAILED) return host->error(c->err, "%s", c->errmsg);
-    shm_req_t *r = calloc(1, sizeof *r);
+    shm_req_t *r = req_alloc(c);
     if (!r) return host->error(COHORT_ERR_NO_MEMORY, "shm: no memory for a request");
     r->conn = c;
     r->is_send = is_send;
