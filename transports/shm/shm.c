@@ -946,6 +946,19 @@ static void acceptor_step(shm_conn_t *c)
 
 /* ---- data path --------------------------------------------------------------------------- */
 
+/* Completes the single-copy sends the peer has finished reading (its rdone counter). */
+static void tx_reap(shm_conn_t *c)
+{
+    if (!c->rndvq.h) return;
+    uint64_t done = atomic_load_explicit(&c->tx.ctl->rdone, memory_order_acquire);
+    shm_req_t *r;
+    while ((r = c->rndvq.h) != NULL && r->seq <= done) {
+        rq_pop(&c->rndvq);
+        r->nbytes = r->len;
+        req_finish(r, COHORT_SUCCESS);
+    }
+}
+
 static void tx_progress(shm_conn_t *c)
 {
     shm_ring_cursor_t k;
@@ -993,14 +1006,7 @@ static void tx_progress(shm_conn_t *c)
         c->ep->nevents++;
         wake_peer(c);
     }
-    if (c->rndvq.h) {
-        uint64_t done = atomic_load_explicit(&c->tx.ctl->rdone, memory_order_acquire);
-        while ((r = c->rndvq.h) != NULL && r->seq <= done) {
-            rq_pop(&c->rndvq);
-            r->nbytes = r->len;
-            req_finish(r, COHORT_SUCCESS);
-        }
-    }
+    tx_reap(c);
 }
 
 static void rndv_publish(shm_conn_t *c)
@@ -1127,6 +1133,11 @@ static void conn_progress(shm_conn_t *c)
     /* the peer closed: pending sends will never be taken; receives fail once the ring is dry */
     if (atomic_load_explicit(&c->ctl->closed[c->connector ? SIDE_ACC : SIDE_CONN],
                              memory_order_acquire)) {
+        /* What the peer finished before closing is visible now (acquire): take it first, so
+         * a send it read or a message it wrote just before closing still completes. */
+        tx_reap(c);
+        if (c->recvq.h || c->discard) rx_progress(c);
+        if (c->state != C_READY) return;
         int rx_dry = shm_ring_cons_count(&c->rx) == 0;
         if (c->sendq.h || c->rndvq.h || (c->recvq.h && rx_dry))
             conn_fail(c, COHORT_ERR_PEER_LOST, "shm: rank %d (pid %d) closed its connection to "
