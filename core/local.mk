@@ -1,3 +1,13 @@
+# The collective algorithms: in libcohort, and in tests/unit/test_coll over a mock p2p layer.
+coll_sources = \
+	core/coll/coll.h core/coll/select.c \
+	core/coll/ring_step.c core/coll/ring_step.h \
+	core/coll/allreduce_ring.c core/coll/allreduce_rd.c \
+	core/coll/broadcast_chain.c core/coll/broadcast_tree.c \
+	core/coll/reduce_tree.c \
+	core/coll/allgather_ring.c core/coll/reduce_scatter_ring.c \
+	core/coll/alltoall_pairwise.c core/coll/barrier_dissemination.c
+
 lib_LTLIBRARIES += libcohort.la
 libcohort_la_SOURCES = \
 	core/log.c core/log.h \
@@ -13,13 +23,7 @@ libcohort_la_SOURCES = \
 	core/p2p.c core/p2p.h \
 	core/api.c \
 	core/timeutil.h \
-	core/coll/coll.h core/coll/select.c \
-	core/coll/ring_step.c core/coll/ring_step.h \
-	core/coll/allreduce_ring.c core/coll/allreduce_rd.c \
-	core/coll/broadcast_chain.c core/coll/broadcast_tree.c \
-	core/coll/reduce_tree.c \
-	core/coll/allgather_ring.c core/coll/reduce_scatter_ring.c \
-	core/coll/alltoall_pairwise.c core/coll/barrier_dissemination.c \
+	$(coll_sources) \
 	topology/node.c topology/node.h
 libcohort_la_CFLAGS = $(AM_CFLAGS) -O3 -pthread
 libcohort_la_LIBADD = -lpthread -lm

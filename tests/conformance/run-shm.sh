@@ -1,18 +1,3 @@
 #!/bin/sh
-# The plugin conformance suite on the freshly built shared-memory transport, with 2 and 3 ranks.
-# Run by `make check` from the top build directory (abs_top_builddir/top_builddir win if set).
-b=${abs_top_builddir:-${top_builddir:-.}}
-plugin=$b/.libs/libcohort-shm.so
-conf=$b/cohort-conformance
-for f in "$plugin" "$conf"; do
-    if [ ! -e "$f" ]; then
-        echo "run-shm.sh: $f is missing (build first: make)" >&2
-        exit 99
-    fi
-done
-rc=0
-for np in 2 3; do
-    echo "== cohort-conformance $plugin --np $np"
-    "$conf" "$plugin" --np "$np" || rc=1
-done
-exit $rc
+# The plugin conformance suite on the shared-memory transport (run-plugin.sh).
+exec sh "${top_srcdir:-$(dirname "$0")/../..}/tests/conformance/run-plugin.sh" shm

@@ -4,13 +4,7 @@ check_PROGRAMS += tests/unit/test_coll
 TESTS += tests/unit/test_coll
 tests_unit_test_coll_SOURCES = tests/unit/test_coll.c \
 	tests/unit/mock_p2p.c tests/unit/mock_p2p.h \
-	core/coll/coll.h core/coll/select.c \
-	core/coll/ring_step.c core/coll/ring_step.h \
-	core/coll/allreduce_ring.c core/coll/allreduce_rd.c \
-	core/coll/broadcast_chain.c core/coll/broadcast_tree.c \
-	core/coll/reduce_tree.c \
-	core/coll/allgather_ring.c core/coll/reduce_scatter_ring.c \
-	core/coll/alltoall_pairwise.c core/coll/barrier_dissemination.c \
+	$(coll_sources) \
 	core/reduce.c core/reduce.h \
 	core/log.c core/log.h \
 	core/config.c core/config.h \
