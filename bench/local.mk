@@ -6,5 +6,5 @@ bench_cohort_bench_LDADD = libcohort.la -lm
 # cohort-membw: the memory bandwidth that bounds intra-node collectives (docs/performance.md).
 bin_PROGRAMS += bench/cohort-membw
 bench_cohort_membw_SOURCES = bench/cohort-membw.c
-bench_cohort_membw_CFLAGS = $(AM_CFLAGS) -O3 -pthread
+bench_cohort_membw_CFLAGS = $(AM_CFLAGS) -O3 $(VEC_CFLAGS) -pthread
 bench_cohort_membw_LDADD = -lpthread

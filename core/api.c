@@ -35,14 +35,18 @@ const char *cohort_op_name(cohort_op_t op)
     return (unsigned)op < COHORT_OP_COUNT ? names[op] : "?";
 }
 
+/* Signature of the arguments every rank must agree on: a word-wise multiply-xorshift hash (on
+ * the path of every collective, so 5 multiplies rather than a byte-wise loop). */
 static uint32_t sig32(const cohort_coll_args_t *a)
 {
     uint64_t v[5] = { (uint64_t)a->coll, (uint64_t)a->count, (uint64_t)a->dtype,
                       (uint64_t)a->op, (uint64_t)(int64_t)a->root };
-    uint32_t h = 2166136261u;
-    const unsigned char *p = (const unsigned char *)v;
-    for (size_t i = 0; i < sizeof v; i++) h = (h ^ p[i]) * 16777619u;
-    return h;
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < 5; i++) {
+        h = (h ^ v[i]) * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 31;
+    }
+    return (uint32_t)(h ^ (h >> 32));
 }
 
 static int overlap(const void *a, size_t alen, const void *b, size_t blen)
@@ -79,10 +83,11 @@ static cohort_status_t begin(cohort_comm_t *comm, cohort_coll_args_t *a, const c
                             "communicator (size %d)", fn, a->root, comm->nranks);
     size_t blocks = (a->coll == COHORT_COLL_ALLGATHER || a->coll == COHORT_COLL_REDUCE_SCATTER ||
                      a->coll == COHORT_COLL_ALLTOALL) ? (size_t)comm->nranks : 1;
-    if (a->esize && a->count > SIZE_MAX / a->esize / blocks)
+    size_t bytes = 0, total = 0;
+    if (__builtin_mul_overflow(a->count, a->esize, &bytes) ||
+        __builtin_mul_overflow(bytes, blocks, &total))
         return cohort_error(COHORT_ERR_INVALID_ARG, "%s: count %zu x %zu bytes x %zu blocks "
                             "overflows size_t", fn, a->count, a->esize, blocks);
-    size_t bytes = a->count * a->esize;
     if (a->count && a->coll != COHORT_COLL_BARRIER) {
         int need_send = a->coll != COHORT_COLL_BROADCAST;
         int need_recv = a->coll != COHORT_COLL_REDUCE || comm->rank == a->root;
@@ -161,11 +166,17 @@ static cohort_status_t dispatch(cohort_comm_t *comm, cohort_coll_args_t *a)
         comm->last_algo = "local";
         return COHORT_SUCCESS;
     }
-    const cohort_algo_t *algo;
-    cohort_status_t st = cohort_coll_select(comm, a, &algo);
-    if (st) return st;
-    comm->last_algo = algo->name;
-    st = algo->fn(comm, a);
+    cohort_status_t st;
+    const char *tp = cohort_coll_transport_name(comm, a);
+    if (tp) {
+        comm->last_algo = tp;
+        st = cohort_coll_transport(comm, a);
+    } else {
+        const cohort_algo_t *algo;
+        if ((st = cohort_coll_select(comm, a, &algo))) return st;
+        comm->last_algo = algo->name;
+        st = algo->fn(comm, a);
+    }
     if (st) {
         comm->broken = st;
         snprintf(comm->broken_msg, sizeof comm->broken_msg, "%s", cohort_last_error());

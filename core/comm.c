@@ -54,6 +54,8 @@ static char g_job_id[COHORT_JOBID_MAX] = "oob";
 typedef struct status_msg {
     int32_t status;
     char msg[252];
+    char coll_plugin[32];    /* the plugin this rank would run collectives on ("" none)... */
+    uint32_t coll_mask;      /* ...and which (used only when every rank says the same) */
 } status_msg_t;
 
 static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
@@ -107,6 +109,7 @@ const cohort_algo_spec_t *cohort_coll_algo_spec(const cohort_comm_t *comm)
 
 static cohort_status_t read_settings(cohort_comm_t *c)
 {
+    c->coll_plugin = -1;
     c->timeout_s = 300;
     long chunk = 262144, spin = 200;
     cohort_status_t st = cohort_config_double("COHORT_TIMEOUT", 0.1, 1e7, &c->timeout_s);
@@ -329,6 +332,27 @@ static void close_unused_endpoints(cohort_comm_t *c)
     }
 }
 
+/* The plugin that could run collectives itself for this rank: every peer is connected through
+ * it and it has an ABI >= 1.1 collective table offering some. The ranks then compare (round 4). */
+static void coll_candidate(cohort_comm_t *c, status_msg_t *sm)
+{
+    if (c->nranks < 2) return;
+    int p = c->peers[c->rank == 0 ? 1 : 0].plugin;
+    for (int r = 0; r < c->nranks; r++)
+        if (r != c->rank && c->peers[r].plugin != p) return;
+    if (p < 0 || !c->eps[p]) return;
+    const cohort_transport_v1_t *ops = c->plugins[p]->ops;
+    if ((ops->abi_version & 0xffffu) < 1 || !ops->coll) return;
+    const cohort_transport_coll_v1_t *ct = ops->coll;
+    if (ct->size < offsetof(cohort_transport_coll_v1_t, cancel) + sizeof ct->cancel ||
+        !ct->colls || !ct->start || !ct->test || !ct->cancel)
+        return;
+    unsigned mask = ct->colls(c->eps[p]) & ((1u << COHORT_COLL_COUNT) - 1u);
+    if (!mask) return;
+    snprintf(sm->coll_plugin, sizeof sm->coll_plugin, "%s", c->plugins[p]->name);
+    sm->coll_mask = mask;
+}
+
 /* After a local failure, still takes part in the remaining exchange rounds so that the other
  * ranks learn about it instead of waiting. */
 static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_t comm_id,
@@ -502,8 +526,9 @@ static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_
         if (!st) close_unused_endpoints(c);
     }
     /* Round 4: everyone says whether it got connected, so failures are shared. */
-    status_msg_t sm = { st, "" };
+    status_msg_t sm = { st, "", "", 0 };
     if (st) snprintf(sm.msg, sizeof sm.msg, "%s", cohort_last_error());
+    else if (member) coll_candidate(c, &sm);
     if ((bst = boot->allgather(boot, &sm, stats, sizeof sm))) {
         st = bst;
         goto out;
@@ -514,6 +539,21 @@ static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_
                 st = cohort_error(COHORT_ERR_PEER_LOST, "rank %d (%s) could not join the "
                                   "communicator: %.252s", r, cards[members[r]].hostname,
                                   stats[members[r]].msg);
+    if (member && !st && sm.coll_mask) {
+        /* collectives by the transport only if every member would run the same ones */
+        int agree = 1;
+        for (int r = 0; r < n && agree; r++)
+            agree = stats[members[r]].coll_mask == sm.coll_mask &&
+                    !strncmp(stats[members[r]].coll_plugin, sm.coll_plugin,
+                             sizeof sm.coll_plugin);
+        if (agree) {
+            c->coll_plugin = local_plugin_index(c, sm.coll_plugin);
+            c->coll_mask = sm.coll_mask;
+        } else if (c->rank == 0) {
+            cohort_log(COHORT_LOG_INFO, SUBSYS, "the ranks differ on which transport could run "
+                       "collectives itself: the core's algorithms run them");
+        }
+    }
 out:
     if (!st && member) {
         if (c->rank == 0) {
@@ -527,8 +567,10 @@ out:
                                              used ? ", " : "", c->plugins[i]->name, users);
             }
             cohort_log(COHORT_LOG_INFO, SUBSYS, "communicator %016llx ready: %d ranks on %d "
-                       "node(s); rank 0 uses %s", (unsigned long long)c->comm_id, n,
-                       c->node_count, n > 1 ? tp : "no transport (single rank)");
+                       "node(s); rank 0 uses %s%s%s", (unsigned long long)c->comm_id, n,
+                       c->node_count, n > 1 ? tp : "no transport (single rank)",
+                       c->coll_plugin >= 0 ? "; collectives run by " : "",
+                       c->coll_plugin >= 0 ? c->plugins[c->coll_plugin]->name : "");
         }
         *out = c;
     } else {

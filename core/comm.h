@@ -38,6 +38,9 @@ struct cohort_comm {
     cohort_tp_ep_t *eps;                 /* per plugin; NULL when not opened */
     cohort_peer_t *peers;
     cohort_rdv_server_t *server;         /* rank 0 hosting the rendezvous */
+    int coll_plugin;                     /* plugin running collectives itself (every peer uses
+                                            it and it has an ABI 1.1 coll table); -1: none */
+    unsigned coll_mask;                  /* its collectives: 1u << cohort_coll_t */
 
     int oversubscribed;                  /* more ranks on this node than cores we may run on */
     unsigned spin;                       /* COHORT_SPIN: fruitless polls before sleeping */

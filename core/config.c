@@ -25,7 +25,11 @@ static const cohort_setting_t settings[] = {
     { "COHORT_SHM_CMA", "1",
       "shm: 1 uses process_vm_readv for large messages when permitted; 0 copies through shared "
       "memory" },
-    { "COHORT_ALGO", NULL, "force algorithms, e.g. allreduce:ring;broadcast:tree" },
+    { "COHORT_SHM_COLL_CHUNK", "262144",
+      "shm: bytes per round of the node collectives (rank 0's value is used), 4 KiB to 64 MiB; "
+      "0: no node collectives (point-to-point algorithms instead)" },
+    { "COHORT_ALGO", NULL, "force algorithms, e.g. allreduce:ring;broadcast:tree; 'shm' names "
+      "the shm transport's node collectives" },
     { "COHORT_CHUNK_SIZE", "262144", "pipeline chunk size in bytes for ring and chain algorithms" },
     { "COHORT_SPIN", "200",
       "polls a waiting rank makes before it sleeps in poll() (0: sleep at once); when ranks "

@@ -107,7 +107,7 @@ void cohort_p2p_idle(cohort_comm_t *comm, int timeout_ms)
     else sched_yield();
 }
 
-static cohort_status_t progress_all(cohort_comm_t *comm)
+cohort_status_t cohort_p2p_progress(cohort_comm_t *comm)
 {
     for (int i = 0; i < comm->nplugins; i++)
         if (comm->eps[i]) {
@@ -172,16 +172,16 @@ static cohort_status_t wait_some(cohort_comm_t *comm, cohort_preq_t *reqs, int n
             else if (now > deadline) return timeout_error(comm, reqs, n);
             cohort_p2p_idle(comm, SLEEP_POLL_MS);
             armed = 0;
-            if ((st = progress_all(comm))) return st;   /* after waking: progress, then test */
+            if ((st = cohort_p2p_progress(comm))) return st;   /* after waking: progress, then test */
             continue;
         } else if (++spins >= comm->spin) {
-            if ((st = progress_all(comm))) return st;   /* before sleeping: progress, test */
+            if ((st = cohort_p2p_progress(comm))) return st;   /* before sleeping: progress, test */
             armed = 1;
             continue;
         } else if (comm->oversubscribed) {
             sched_yield();
         }
-        if (spins % PROGRESS_EVERY == 0 && (st = progress_all(comm))) return st;
+        if (spins % PROGRESS_EVERY == 0 && (st = cohort_p2p_progress(comm))) return st;
     }
 }
 

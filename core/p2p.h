@@ -37,6 +37,8 @@ cohort_status_t cohort_p2p_waitany(cohort_comm_t *comm, cohort_preq_t *reqs, int
 /* Sleeps up to timeout_ms until a transport may have something to do (poll() on the endpoints'
  * event fds), or only yields the core when some open endpoint has no event fd. */
 void cohort_p2p_idle(cohort_comm_t *comm, int timeout_ms);
+/* Runs every open endpoint's progress() once. */
+cohort_status_t cohort_p2p_progress(cohort_comm_t *comm);
 /* Send to one peer and receive from another (or the same), both posted before waiting. */
 cohort_status_t cohort_p2p_sendrecv(cohort_comm_t *comm, int dst, const void *sbuf, size_t slen,
                                     int src, void *rbuf, size_t rlen);

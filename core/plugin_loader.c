@@ -5,6 +5,7 @@
 #include "core/log.h"
 #include "core/netif.h"
 #include "core/parse.h"
+#include "core/reduce.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -72,6 +73,9 @@ static const cohort_host_v1_t host_table = {
     .setting_long = host_setting_long,
     .netifs = cohort_netifs,
     .auth = host_auth,
+    .reduce = cohort_reduce_local,
+    .reduce3 = cohort_reduce_local3,
+    .reduce_finish = cohort_reduce_finish,
 };
 
 const cohort_host_v1_t *cohort_plugin_host(void) { return &host_table; }

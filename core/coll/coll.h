@@ -57,6 +57,12 @@ const cohort_algo_t *cohort_algos(int *count);
 cohort_status_t cohort_coll_select(cohort_comm_t *comm, const cohort_coll_args_t *a,
                                    const cohort_algo_t **algo);
 
+/* Collectives run by a transport (core/coll/transport.c): the plugin's name if it runs this one
+ * on this communicator (every peer on that plugin, offered, not overridden by COHORT_ALGO),
+ * else NULL; and the run itself. */
+const char *cohort_coll_transport_name(const cohort_comm_t *comm, const cohort_coll_args_t *a);
+cohort_status_t cohort_coll_transport(cohort_comm_t *comm, const cohort_coll_args_t *a);
+
 /* The algorithms. */
 cohort_status_t cohort_allreduce_ring(cohort_comm_t *comm, const cohort_coll_args_t *a);
 cohort_status_t cohort_allreduce_rd(cohort_comm_t *comm, const cohort_coll_args_t *a);

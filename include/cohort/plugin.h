@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define COHORT_PLUGIN_ABI_MAJOR 1
-#define COHORT_PLUGIN_ABI_MINOR 0
+#define COHORT_PLUGIN_ABI_MINOR 1
 #define COHORT_PLUGIN_ABI_VERSION ((uint32_t)((COHORT_PLUGIN_ABI_MAJOR << 16) | COHORT_PLUGIN_ABI_MINOR))
 #define COHORT_PLUGIN_SYMBOL "cohort_transport_v1"
 #define COHORT_ADDR_MAX 512   /* largest endpoint address blob a plugin may publish */
@@ -74,6 +74,18 @@ typedef struct cohort_host_v1 {
     cohort_status_t (*netifs)(const cohort_netif_t **list, int *count);
     /* HMAC-SHA256 keyed with the job secret over data; out receives 32 bytes. */
     void (*auth)(const void *data, size_t len, unsigned char out[32]);
+
+    /* ---- ABI 1.1 (check size before use) ---- */
+    /* The core's reduction kernels (the same ones its own algorithms use, so results agree
+     * bit for bit). inout[i] = inout[i] OP in[i]; AVG accumulates like SUM. */
+    void (*reduce)(void *inout, const void *in, size_t count, cohort_dtype_t dtype,
+                   cohort_op_t op);
+    /* out[i] = a[i] OP b[i]; out may equal a or b, no other overlap. */
+    void (*reduce3)(void *out, const void *a, const void *b, size_t count, cohort_dtype_t dtype,
+                    cohort_op_t op);
+    /* For AVG: buf[i] /= nranks (integers truncate); nothing for the other ops. */
+    void (*reduce_finish)(void *buf, size_t count, cohort_dtype_t dtype, cohort_op_t op,
+                          int nranks);
 } cohort_host_v1_t;
 
 /* Transport scope. */
@@ -103,17 +115,53 @@ typedef void *cohort_tp_conn_t;  /* one connection per peer */
 typedef void *cohort_tp_req_t;   /* one outstanding send or receive */
 typedef void *cohort_tp_mr_t;    /* a memory registration */
 
-/* Optional collectives a plugin may run itself (shm: node-level; nccl: whole collectives).
- * Not used by the core in ABI 1.0 beyond discovery; reserved so plugins can fill it. */
+/* ---- Collectives a transport runs itself (ABI 1.1, optional) ----
+ * shm: node-level collectives in shared memory; nccl: whole collectives on the GPU.
+ * The core uses the table only when the plugin's abi_version has minor >= 1 (ABI 1.0 reserved
+ * the pointer without a layout: a 1.0 plugin must leave it NULL, and the core ignores it), and
+ * only on a communicator ALL of whose peers are connected through this plugin. */
+typedef enum {
+    COHORT_TP_ALLREDUCE = 0, COHORT_TP_BROADCAST = 1, COHORT_TP_REDUCE = 2,
+    COHORT_TP_ALLGATHER = 3, COHORT_TP_REDUCE_SCATTER = 4, COHORT_TP_ALLTOALL = 5,
+    COHORT_TP_BARRIER = 6
+} cohort_tp_coll_kind_t;
+
+typedef struct cohort_tp_coll_args {
+    size_t size;                 /* sizeof as the core was built */
+    int coll;                    /* cohort_tp_coll_kind_t */
+    const void *sendbuf;         /* broadcast: == recvbuf */
+    void *recvbuf;               /* reduce: NULL allowed off the root */
+    size_t count;                /* elements, with the meaning cohort.h gives for the collective
+                                    (allgather: sendcount, reduce_scatter: recvcount, alltoall:
+                                    per-rank count); never 0 */
+    cohort_dtype_t dtype;
+    cohort_op_t op;              /* reductions only */
+    int root;                    /* broadcast, reduce */
+    uint64_t tag;                /* unique per collective of the communicator: ranks whose tags
+                                    differ called different collectives and must get
+                                    COHORT_ERR_MISMATCH (naming both), never a hang */
+} cohort_tp_coll_args_t;
+
 typedef struct cohort_transport_coll_v1 {
-    size_t size;
-    cohort_status_t (*allreduce)(cohort_tp_ep_t ep, const void *sendbuf, void *recvbuf,
-                                 size_t count, cohort_dtype_t dtype, cohort_op_t op);
-    cohort_status_t (*broadcast)(cohort_tp_ep_t ep, void *buf, size_t bytes, int root);
-    cohort_status_t (*allgather)(cohort_tp_ep_t ep, const void *sendbuf, void *recvbuf,
-                                 size_t bytes);
-    cohort_status_t (*reduce_scatter)(cohort_tp_ep_t ep, const void *sendbuf, void *recvbuf,
-                                      size_t recvcount, cohort_dtype_t dtype, cohort_op_t op);
+    size_t size;                 /* sizeof(cohort_transport_coll_v1_t) as the plugin was built */
+    /* Bit mask (1u << cohort_tp_coll_kind_t) of the collectives this endpoint runs itself, asked
+     * once all connections are up. Must be the same on every rank of the endpoint. */
+    unsigned (*colls)(cohort_tp_ep_t ep);
+    /* Starts one collective (arguments already validated by the core; the plugin reads args
+     * only during this call). At most one is in flight per endpoint. Returns COHORT_SUCCESS
+     * with *req = NULL when it finished at once, COHORT_SUCCESS with a request to test, or an
+     * error. Never blocks. */
+    cohort_status_t (*start)(cohort_tp_ep_t ep, const cohort_tp_coll_args_t *args,
+                             cohort_tp_req_t *req);
+    /* COHORT_SUCCESS (done, req freed), COHORT_IN_PROGRESS, or an error (req freed). While in
+     * progress, *waiting_on is a rank it waits for (or -1), which the core names if it times
+     * out, and *moved is 1 if this call got anywhere (the core's COHORT_TIMEOUT bounds a
+     * stall, not the whole collective). ep_fd (if any) must become readable whenever test
+     * could advance. Never blocks. */
+    cohort_status_t (*test)(cohort_tp_req_t req, int *waiting_on, int *moved);
+    /* Abandons a request after a timeout or abort; the endpoint runs no collective afterwards
+     * (the core marks the communicator broken). */
+    void (*cancel)(cohort_tp_req_t req);
 } cohort_transport_coll_v1_t;
 
 typedef struct cohort_transport_v1 {
@@ -183,7 +231,8 @@ typedef struct cohort_transport_v1 {
      * for before it sleeps again. */
     int (*ep_fd)(cohort_tp_ep_t ep);
 
-    /* Optional collective table (NULL when the plugin offers none). */
+    /* Optional collective table (NULL when the plugin offers none; read by the core only from
+     * plugins of ABI 1.1 and later, see above). */
     const cohort_transport_coll_v1_t *coll;
 } cohort_transport_v1_t;
 

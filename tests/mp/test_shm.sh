@@ -1,6 +1,7 @@
 #!/bin/sh
 # The shared-memory transport end to end: chosen by default for same-node ranks, every collective
-# over it with and without CMA and with tiny segments, oversubscribed np 8, two jobs at once,
+# over its node collectives (default, tiny rounds, np 1-8) and over its point-to-point path (with
+# and without CMA, tiny segments), oversubscribed np 8, two jobs at once,
 # no segment left in /dev/shm after normal runs or after a peer is killed with SIGKILL, and the
 # survivors of that kill fail promptly naming the dead rank.
 . "$top_srcdir/tests/mp/lib.sh"
@@ -26,10 +27,33 @@ run_case "same-node peers use shm, others tcp (COHORT_HOSTID: 2 nodes x 2 ranks)
 run_case "collectives over 2 nodes x 2 ranks (shm inside, tcp between)" \
     "$COHORTRUN" -np 4 sh -c 'COHORT_HOSTID=node$((COHORT_RANK / 2)) exec "$0" --big' "$CC"
 run_case "collectives over shm, np=8 on 2 cores" env COHORT_TRANSPORTS=shm "$COHORTRUN" -np 8 "$CC"
-run_case "collectives over shm without CMA, np=3" \
-    env COHORT_TRANSPORTS=shm COHORT_SHM_CMA=0 "$COHORTRUN" -np 3 "$CC" --big
-run_case "collectives over shm with 64 KiB per connection, np=4" \
-    env COHORT_TRANSPORTS=shm COHORT_SHM_SEGMENT_SIZE=65536 "$COHORTRUN" -np 4 "$CC" --big
+run_case "node collectives are run by shm when all ranks share the node" \
+    sh -c 'COHORT_DEBUG=INFO COHORT_DEBUG_SUBSYS=init "$0" -np 3 "$1" 2>&1 | grep -q "collectives run by shm"' \
+    "$COHORTRUN" "$CC"
+run_case "not when they span 2 nodes (COHORT_HOSTID)" sh -c '
+    "$0" -np 4 sh -c "COHORT_HOSTID=node\$((COHORT_RANK / 2)) COHORT_DEBUG=INFO COHORT_DEBUG_SUBSYS=init exec \"$1\"" >"$2/span" 2>&1 || exit 1
+    grep "4 ranks on 2 node" "$2/span" | grep -q ready || exit 1
+    ! grep "4 ranks on 2 node" "$2/span" | grep -q "collectives run by"' "$COHORTRUN" "$CC" "$tmp"
+# cohort-bench's algo column is cohort_comm_last_algo: shm by default, ring when COHORT_ALGO says so
+BENCH="$top_builddir/bench/cohort-bench"
+run_case "cohort-bench reports algo shm, and COHORT_ALGO=allreduce:ring overrides it" sh -c '
+    "$0" -np 2 "$1" -c allreduce -b 1M -e 1M -n 2 -w 1 | grep -Eq " shm$" || exit 1
+    COHORT_ALGO=allreduce:ring "$0" -np 2 "$1" -c allreduce -b 1M -e 1M -n 2 -w 1 | grep -Eq " ring$"' \
+    "$COHORTRUN" "$BENCH"
+for np in 2 3 5; do
+    run_case "node collectives with 4 KiB rounds (many rounds, odd splits), np=$np" \
+        env COHORT_SHM_COLL_CHUNK=4096 "$COHORTRUN" -np $np "$CC" --big
+done
+run_case "COHORT_SHM_COLL_CHUNK=12 is refused naming the variable" sh -c '
+    ! COHORT_SHM_COLL_CHUNK=12 "$0" -np 2 "$1" >"$2/badchunk" 2>&1 &&
+    grep -q "COHORT_SHM_COLL_CHUNK=12 is out of range" "$2/badchunk"' "$COHORTRUN" "$CC" "$tmp"
+# the point-to-point path (the algorithms of core/coll over shm messages)
+run_case "collectives over shm point-to-point (COHORT_SHM_COLL_CHUNK=0), np=4" \
+    env COHORT_TRANSPORTS=shm COHORT_SHM_COLL_CHUNK=0 "$COHORTRUN" -np 4 "$CC" --big
+run_case "collectives over shm point-to-point without CMA, np=3" \
+    env COHORT_TRANSPORTS=shm COHORT_SHM_COLL_CHUNK=0 COHORT_SHM_CMA=0 "$COHORTRUN" -np 3 "$CC" --big
+run_case "collectives over shm point-to-point with 64 KiB per connection, np=4" \
+    env COHORT_TRANSPORTS=shm COHORT_SHM_COLL_CHUNK=0 COHORT_SHM_SEGMENT_SIZE=65536 "$COHORTRUN" -np 4 "$CC" --big
 run_case "two jobs at the same time" sh -c '
     "$0" -np 3 "$1" >"$2/a.out" 2>&1 & a=$!
     "$0" -np 3 "$1" >"$2/b.out" 2>&1 & b=$!

@@ -49,6 +49,13 @@
  *   spinning reader costs writers one load per publish, and a sleeping one is woken by the
  *   kernel. Dead peers cannot wake anyone: the core's 2 ms poll cap bounds that. Details at the
  *   "wake-up" section below.
+ * Node collectives (coll.c, the ABI 1.1 collective table): rank 0's segment carries, after the
+ *   slots, a collective area of (nranks + 1) x 4 rounds of COHORT_SHM_COLL_CHUNK bytes (rank 0's
+ *   value; its header says where and how big), fallocated at creation and mapped by every
+ *   connector of rank 0, so it is unlinked with the segment. colls() offers every collective
+ *   once each peer has a ready connection; the core uses them only if all ranks agree. The
+ *   collective's waits take part in the same arming as the connections (ep_arm/ep_disarm), and
+ *   a waited-for peer is checked through its connection (pidfd, closed flag).
  * Not thread-safe: the core serialises calls per endpoint.
  */
 #ifndef _GNU_SOURCE
@@ -56,6 +63,7 @@
 #endif
 #include <cohort/plugin.h>
 
+#include "coll.h"
 #include "ring.h"
 
 #include <errno.h>
@@ -99,7 +107,7 @@
 #define SHM_PLUGIN_VERSION "0.1.0"
 #define SHM_ADDR_MAGIC 0x53484d41u          /* "SHMA" */
 #define SHM_SEG_MAGIC 0x636f686f7274534dull  /* "cohortSM" */
-#define SHM_LAYOUT_VERSION 2u
+#define SHM_LAYOUT_VERSION 3u
 #define SHM_PAGE ((size_t)4096)
 #define SHM_DEFAULT_SLOT ((long)1 << 20)     /* COHORT_SHM_SEGMENT_SIZE: bytes per connection */
 #define SHM_MIN_SLOT ((long)64 << 10)
@@ -147,6 +155,7 @@ typedef struct seg_hdr {
     uint64_t probe_value;
     unsigned char nonce[SHM_NONCE_LEN];
     unsigned char mac[SHM_MAC_LEN];  /* owner's HMAC over job, comm, rank, pid, nonce */
+    uint64_t coll_off, coll_bytes;   /* rank 0: the collective area (coll.c); 0 bytes: none */
 } seg_hdr_t;
 
 typedef struct slot_ctl {
@@ -243,6 +252,8 @@ typedef struct shm_conn {
     int peer_closed_seen;
     struct sockaddr_un peer_sa;      /* the peer endpoint's wake socket */
     socklen_t peer_salen;            /* 0: not known yet */
+    void *coll_map;                  /* connector to rank 0: its collective area */
+    size_t coll_len;
 } shm_conn_t;
 
 typedef struct shm_ep {
@@ -276,6 +287,13 @@ typedef struct shm_ep {
     uint64_t nevents;                /* bumped whenever something moved */
     int done_since_progress;         /* a request completed outside its own test() */
     shm_req_t *testing;              /* the request shm_test is testing */
+    /* node collectives (coll.c): the area is rank 0's, mapped by rank 0 here or by its conn */
+    size_t coll_round;               /* rank 0: COHORT_SHM_COLL_CHUNK rounded; 0: none */
+    void *coll_area;                 /* rank 0: its own mapping of the area */
+    size_t coll_len;
+    shm_coll_t *coll;                /* created at the first collective */
+    shm_conn_t **by_peer;            /* conns by rank, built with coll */
+    int coll_gone;                   /* a conn carrying the area was closed */
 } shm_ep_t;
 
 /* ---- small helpers ----------------------------------------------------------------------- */
@@ -548,6 +566,7 @@ static void ep_disarm(shm_ep_t *ep)
     for (shm_conn_t *c = ep->conns; c; c = c->next)
         if (c->state == C_READY)
             atomic_store_explicit(&c->ctl->armed[my_side(c)].v, 0, memory_order_relaxed);
+    if (ep->coll) shm_coll_disarm(ep->coll);
     ep->armed = 0;
 }
 
@@ -578,8 +597,13 @@ static void ep_arm(shm_ep_t *ep)
     for (shm_conn_t *c = ep->conns; c; c = c->next)
         if (c->state == C_READY)
             atomic_store_explicit(&c->ctl->armed[my_side(c)].v, 1, memory_order_seq_cst);
+    if (shm_coll_active(ep->coll)) shm_coll_arm(ep->coll);
     atomic_thread_fence(memory_order_seq_cst);
     ep->armed = 1;
+    if (shm_coll_active(ep->coll) && shm_coll_movable(ep->coll)) {
+        ep_kick(ep);
+        return;
+    }
     for (shm_conn_t *c = ep->conns; c; c = c->next)
         if (conn_movable(c)) {
             ep_kick(ep);
@@ -689,6 +713,11 @@ static cohort_status_t ep_create_segment(shm_ep_t *ep)
 {
     const cohort_host_v1_t *host = ep->host;
     ep->seg_size = SHM_PAGE + (size_t)ep->nranks * ep->slot_size;
+    size_t coll_off = ep->seg_size, coll_bytes = 0;
+    if (ep->rank == 0 && ep->nranks > 1 && ep->coll_round) {
+        coll_bytes = shm_coll_area_bytes(ep->nranks, ep->coll_round);
+        ep->seg_size += coll_bytes;
+    }
     int fd = shm_open(ep->segname, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0)
         return host->error(COHORT_ERR_SYSTEM, "shm: rank %d: shm_open(%s) failed: %s; is "
@@ -720,8 +749,27 @@ static cohort_status_t ep_create_segment(shm_ep_t *ep)
                            "df -h /dev/shm; raise its size or lower COHORT_SHM_SEGMENT_SIZE",
                            ep->rank, ep->segname, strerror(rc));
     }
+    if (coll_bytes) {
+        rc = posix_fallocate(fd, (off_t)coll_off, (off_t)coll_bytes);
+        void *area = rc ? MAP_FAILED : mmap(NULL, coll_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                                            fd, (off_t)coll_off);
+        if (area == MAP_FAILED) {
+            int e = rc ? rc : errno;
+            munmap(m, SHM_PAGE);
+            ep_unlink(ep);
+            return host->error(COHORT_ERR_SYSTEM, "shm: rank %d: allocating the %zu-byte "
+                               "collective area of segment %s failed: %s; df -h /dev/shm; "
+                               "lower COHORT_SHM_COLL_CHUNK (0: no node collectives)",
+                               ep->rank, coll_bytes, ep->segname, strerror(e));
+        }
+        shm_coll_area_init(area, ep->nranks, ep->coll_round);
+        ep->coll_area = area;
+        ep->coll_len = coll_bytes;
+    }
     seg_hdr_t *h = m;
     memset(h, 0, sizeof *h);
+    h->coll_off = coll_bytes ? coll_off : 0;
+    h->coll_bytes = coll_bytes;
     h->version = SHM_LAYOUT_VERSION;
     h->nranks = (uint32_t)ep->nranks;
     h->rank = ep->rank;
@@ -862,14 +910,36 @@ static void connector_step(shm_conn_t *c)
         void *s = mmap(NULL, c->slot_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
                        (off_t)(SHM_PAGE + (size_t)ep->rank * c->slot_size));
         int e = errno;
-        close(fd);
         if (s == MAP_FAILED) {
+            close(fd);
             munmap(h, SHM_PAGE);
             conn_fail(c, COHORT_ERR_SYSTEM, "shm: rank %d: mmap of its slot in rank %d's "
                       "segment %s failed: %s", ep->rank, c->peer, c->paddr.segname,
                       strerror(e));
             return;
         }
+        if (c->peer == 0 && h->coll_bytes) {
+            size_t coff = SHM_PAGE + (size_t)ep->nranks * c->slot_size;
+            size_t clen = (size_t)h->coll_bytes, round;
+            void *area = MAP_FAILED;
+            if (h->coll_off == coff && (size_t)stt.st_size >= coff + clen)
+                area = mmap(NULL, clen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)coff);
+            if (area == MAP_FAILED || shm_coll_area_check(area, clen, ep->nranks, &round)) {
+                e = area == MAP_FAILED ? errno : EINVAL;
+                close(fd);
+                if (area != MAP_FAILED) munmap(area, clen);
+                munmap(s, c->slot_size);
+                munmap(h, SHM_PAGE);
+                conn_fail(c, COHORT_ERR_TRANSPORT, "shm: rank %d: the collective area of rank "
+                          "0's segment %s (%zu bytes at %llu) cannot be used: %s", ep->rank,
+                          c->paddr.segname, clen, (unsigned long long)h->coll_off,
+                          strerror(e));
+                return;
+            }
+            c->coll_map = area;
+            c->coll_len = clen;
+        }
+        close(fd);
         c->hdr_map = h;
         c->slot = s;
         conn_setup_dirs(c);
@@ -1250,6 +1320,16 @@ static cohort_status_t shm_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
         return host->error(COHORT_ERR_INVALID_ARG, "COHORT_SHM_EAGER_LIMIT=%ld must be >= 0",
                            eager);
     if ((st = host->setting_long("COHORT_SHM_CMA", &cma))) return st;
+    long coll_chunk = SHM_COLL_DEFAULT_ROUND;
+    if ((st = host->setting_long("COHORT_SHM_COLL_CHUNK", &coll_chunk))) return st;
+    if (coll_chunk != 0 && (coll_chunk < 4096 || coll_chunk > SHM_COLL_MAX_ROUND))
+        return host->error(COHORT_ERR_INVALID_ARG, "COHORT_SHM_COLL_CHUNK=%ld is out of range: "
+                           "bytes per round of the node collectives, 4096 to %ld, or 0 for "
+                           "none (collectives then run over point-to-point)", coll_chunk,
+                           SHM_COLL_MAX_ROUND);
+    int have_reduce = host->size >= offsetof(cohort_host_v1_t, reduce_finish) +
+                      sizeof host->reduce_finish && host->reduce && host->reduce3 &&
+                      host->reduce_finish;
     shm_ep_t *ep = calloc(1, sizeof *ep);
     if (!ep) return host->error(COHORT_ERR_NO_MEMORY, "shm: no memory for an endpoint");
     ep->ctx = ctx;
@@ -1263,6 +1343,8 @@ static cohort_status_t shm_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
     ep->eager = (size_t)eager;
     ep->cma_allowed = cma != 0 && ctx->cma_self;
     ep->segfd = -1;
+    if (coll_chunk && have_reduce)
+        ep->coll_round = shm_coll_round(info->nranks, (size_t)coll_chunk);
     make_nonce(ep->nonce);
     memcpy(&ep->probe_value, ep->nonce, sizeof ep->probe_value);
     ep->probe_value |= 1;
@@ -1317,6 +1399,15 @@ static void conn_free(shm_conn_t *c)
     }
     while (c->all) req_unlink_all(c->all);
     req_cache_free(c);
+    if (c->coll_map) {
+        /* the collective area goes with this conn: no node collective after this */
+        shm_coll_free(ep->coll);
+        ep->coll = NULL;
+        ep->coll_gone = 1;
+        munmap(c->coll_map, c->coll_len);
+    }
+    if (ep->by_peer && c->peer >= 0 && c->peer < ep->nranks && ep->by_peer[c->peer] == c)
+        ep->by_peer[c->peer] = NULL;
     if (c->slot) munmap(c->slot, c->slot_size);
     if (c->hdr_map) munmap(c->hdr_map, SHM_PAGE);
     if (c->pidfd >= 0) close(c->pidfd);
@@ -1331,6 +1422,9 @@ static cohort_status_t shm_ep_close(cohort_tp_ep_t epv)
     shm_ep_t *ep = (shm_ep_t *)epv;
     if (!ep) return COHORT_SUCCESS;
     while (ep->conns) conn_free(ep->conns);
+    shm_coll_free(ep->coll);
+    free(ep->by_peer);
+    if (ep->coll_area) munmap(ep->coll_area, ep->coll_len);
     if (ep->wfd >= 0) close(ep->wfd);
     ep_unlink(ep);
     if (ep->hdr) munmap(ep->hdr, SHM_PAGE);
@@ -1563,6 +1657,131 @@ static int shm_ep_fd(cohort_tp_ep_t epv)
     return ep ? ep->wfd : -1;
 }
 
+/* ---- node collectives (protocol in coll.c) ------------------------------------------------ */
+
+static cohort_status_t coll_peer_check(void *epv, int peer)
+{
+    shm_ep_t *ep = epv;
+    shm_conn_t *c = peer >= 0 && peer < ep->nranks && ep->by_peer ? ep->by_peer[peer] : NULL;
+    if (!c) return COHORT_SUCCESS;
+    if (c->state == C_READY &&
+        atomic_load_explicit(&c->ctl->closed[peer_side(c)], memory_order_acquire))
+        conn_fail(c, COHORT_ERR_PEER_LOST, "shm: rank %d (pid %d) closed its endpoint (destroyed "
+                  "or aborted its communicator) while rank %d waited for it in a node "
+                  "collective", c->peer, c->peer_pid, ep->rank);
+    else if (c->state == C_READY && now_ns() >= c->next_live_check)
+        check_peer_alive(c, 1);
+    if (c->state == C_FAILED) return ep->host->error(c->err, "%s", c->errmsg);
+    return COHORT_SUCCESS;
+}
+
+static void coll_wake(void *epv, int peer)
+{
+    shm_ep_t *ep = epv;
+    shm_conn_t *c = peer >= 0 && peer < ep->nranks && ep->by_peer ? ep->by_peer[peer] : NULL;
+    if (!c || ep->wfd < 0 || !c->peer_salen) return;
+    char b = 1;
+    (void)sendto(ep->wfd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
+                 (const struct sockaddr *)&c->peer_sa, c->peer_salen);
+}
+
+/* The area (rank 0's, or our mapping of it) once every peer is connected; else NULL. */
+static void *coll_area(shm_ep_t *ep)
+{
+    if (ep->nranks < 2 || ep->coll_gone) return NULL;
+    if (ep->rank == 0) return ep->coll_area;
+    for (shm_conn_t *c = ep->conns; c; c = c->next)
+        if (c->peer == 0 && c->connector && c->state == C_READY) return c->coll_map;
+    return NULL;
+}
+
+static int coll_ready(shm_ep_t *ep)
+{
+    if (ep->coll) return 1;
+    void *area = coll_area(ep);
+    if (!area) return 0;
+    shm_conn_t **by = calloc((size_t)ep->nranks, sizeof *by);
+    if (!by) return 0;
+    for (shm_conn_t *c = ep->conns; c; c = c->next)
+        if (c->state == C_READY && c->peer >= 0 && c->peer < ep->nranks) by[c->peer] = c;
+    for (int r = 0; r < ep->nranks; r++)
+        if (r != ep->rank && !by[r]) {
+            free(by);
+            return 0;
+        }
+    shm_coll_hooks_t hooks = { ep, coll_peer_check, coll_wake };
+    ep->coll = shm_coll_new(area, ep->rank, ep->nranks, ep->host, &hooks);
+    if (!ep->coll) {
+        free(by);
+        return 0;
+    }
+    free(ep->by_peer);
+    ep->by_peer = by;
+    return 1;
+}
+
+static unsigned shm_colls(cohort_tp_ep_t epv)
+{
+    shm_ep_t *ep = (shm_ep_t *)epv;
+    if (!ep || !coll_ready(ep)) return 0;
+    return (1u << COHORT_TP_ALLREDUCE) | (1u << COHORT_TP_BROADCAST) | (1u << COHORT_TP_REDUCE) |
+           (1u << COHORT_TP_ALLGATHER) | (1u << COHORT_TP_REDUCE_SCATTER) |
+           (1u << COHORT_TP_ALLTOALL) | (1u << COHORT_TP_BARRIER);
+}
+
+static cohort_status_t shm_coll_test_abi(cohort_tp_req_t req, int *waiting_on, int *movedp)
+{
+    shm_ep_t *ep = (shm_ep_t *)req;
+    uint64_t ev0 = ep->nevents;
+    int moved = 0, w = -1;
+    cohort_status_t st = ep->coll ? shm_coll_advance(ep->coll, &moved, &w)
+                         : ep->host->error(COHORT_ERR_PEER_LOST, "shm: rank %d: the node "
+                                           "collective lost its shared area (the connection "
+                                           "to rank 0 was closed)", ep->rank);
+    if (moved) ep->nevents++;
+    ep_after(ep, ev0);
+    if (waiting_on) *waiting_on = w;
+    if (movedp) *movedp = moved;
+    return st;
+}
+
+static cohort_status_t shm_coll_start_abi(cohort_tp_ep_t epv, const cohort_tp_coll_args_t *args,
+                                          cohort_tp_req_t *req)
+{
+    shm_ep_t *ep = (shm_ep_t *)epv;
+    const cohort_host_v1_t *host = ep->host;
+    if (!args || !req || args->size < offsetof(cohort_tp_coll_args_t, tag) + sizeof args->tag)
+        return host->error(COHORT_ERR_INVALID_ARG, "shm: collective start needs arguments "
+                           "(of at least the ABI 1.1 size) and a request pointer");
+    *req = NULL;
+    if (!coll_ready(ep))
+        return host->error(COHORT_ERR_UNSUPPORTED, "shm: rank %d: node collectives need every "
+                           "rank of the communicator connected through shm and rank 0's "
+                           "collective area (COHORT_SHM_COLL_CHUNK=0 turns them off)", ep->rank);
+    cohort_status_t st = shm_coll_start(ep->coll, args);
+    if (st) return st;
+    st = shm_coll_test_abi(ep, NULL, NULL);
+    if (st == COHORT_IN_PROGRESS) {
+        *req = ep;
+        return COHORT_SUCCESS;
+    }
+    return st;
+}
+
+static void shm_coll_cancel_abi(cohort_tp_req_t req)
+{
+    shm_ep_t *ep = (shm_ep_t *)req;
+    if (ep) shm_coll_cancel(ep->coll);
+}
+
+static const cohort_transport_coll_v1_t shm_coll_table = {
+    .size = sizeof(cohort_transport_coll_v1_t),
+    .colls = shm_colls,
+    .start = shm_coll_start_abi,
+    .test = shm_coll_test_abi,
+    .cancel = shm_coll_cancel_abi,
+};
+
 __attribute__((visibility("default")))
 const cohort_transport_v1_t cohort_transport_v1 = {
     .size = sizeof(cohort_transport_v1_t),
@@ -1586,5 +1805,5 @@ const cohort_transport_v1_t cohort_transport_v1 = {
     .test = shm_test,
     .progress = shm_progress,
     .ep_fd = shm_ep_fd,
-    .coll = NULL,
+    .coll = &shm_coll_table,
 };

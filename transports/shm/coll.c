@@ -1,0 +1,575 @@
+/* Node-level collectives in shared memory: the protocol.
+ *
+ * Area (rank 0's segment, shared by every rank of the endpoint):
+ *   [header page][per rank: a control line + an armed line][per rank: NSLOTS staging slots of
+ *   `round` bytes][NSLOTS result slots of `round` bytes]
+ * A control line holds three counters that only its rank writes, in steps: in (its input for
+ * step t is staged), red (it reduced its slice of step t into the result slot), out (it is done
+ * with step t: read every staging/result slot of t it needed), plus the tag of the collective
+ * that staged each slot. A step is one round of a collective; every rank runs the same rounds
+ * (the tags make sure of it), so steps are a shared clock.
+ *
+ * A round t (slot s = t % NSLOTS):
+ *   A  wait until every rank is done with step t - NSLOTS (its out), stage our input for t in our
+ *      slot s, record the tag, publish in = t.
+ *   B  wait for the ranks whose input we need (in >= t; every rank in the first round of a
+ *      collective, whose tags are compared: a different tag is COHORT_ERR_MISMATCH naming both),
+ *      then read their slots: reduce our slice (allreduce/reduce: into result slot s, publish
+ *      red = t; reduce_scatter: straight into recvbuf), or copy their data out (allgather,
+ *      alltoall, broadcast), then publish out = t.
+ *   C  (allreduce, and reduce at its root) wait until every rank reduced its slice (red >= t),
+ *      copy result slot s to recvbuf, publish out = t.
+ * So each rank reads every peer's input once and reduces 1/n of it, and inputs go through the
+ * staging slots in rounds of `round` bytes (COHORT_SHM_COLL_CHUNK, default 256 KiB): small
+ * enough that staged data is still in cache when peers read it, and with NSLOTS slots a rank
+ * copies its next round in while the others still reduce the previous one. Small allreduces
+ * (DIRECT_MAX) run as one round in which every rank reduces the whole vector itself (one
+ * synchronisation instead of two); the reduction order is rank 0..n-1 on every path, so all
+ * ranks get bit-identical results.
+ * Counters are published with seq_cst stores; a waiter that wants to sleep sets its armed flag
+ * (seq_cst) and re-checks, a publisher loads every armed flag after publishing and wakes (hook)
+ * those set: a Dekker pair, so no wake-up is lost.
+ */
+#include "coll.h"
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define AREA_MAGIC 0x636f686f7274434cull   /* "cohortCL" */
+#define AREA_VERSION 1u
+#define AREA_PAGE ((size_t)4096)
+#define LINE 64
+#define DIRECT_MAX ((size_t)16 << 10)       /* allreduce/reduce up to this: one round */
+#define LIVE_EVERY 32u                     /* fruitless advances between peer checks */
+
+typedef struct area_hdr {
+    uint64_t magic;
+    uint32_t version, nranks, nslots, pad;
+    uint64_t round;
+} area_hdr_t;
+
+typedef struct rank_ctl {
+    alignas(LINE) _Atomic uint64_t in;
+    _Atomic uint64_t red, out;
+    uint64_t tag[SHM_COLL_NSLOTS];
+    alignas(LINE) _Atomic uint32_t armed;
+} rank_ctl_t;
+
+_Static_assert(sizeof(rank_ctl_t) == 2 * LINE, "two cache lines per rank");
+
+enum { PH_A, PH_B, PH_C };
+
+struct shm_coll {
+    const cohort_host_v1_t *host;
+    shm_coll_hooks_t hooks;
+    int rank, n;
+    size_t round;
+    rank_ctl_t *ctl;
+    unsigned char *stage, *res;
+    uint64_t step;                 /* last step this rank started */
+    uint64_t known_out;            /* every rank's out is known to be >= this (a rank publishes
+                                      in = t or red = t only after out = t - 1) */
+    int broken;
+    /* the collective in flight */
+    int active;
+    cohort_tp_coll_args_t a;
+    size_t esize, bytes;           /* bytes: per block for the blocked collectives */
+    size_t unit;                   /* bytes per block per round */
+    size_t nrounds, r;
+    uint64_t t;
+    int phase, direct;
+    unsigned idle;
+    int wait_peer;
+};
+
+static size_t ctl_bytes(int n)
+{
+    return (AREA_PAGE + (size_t)n * sizeof(rank_ctl_t) + AREA_PAGE - 1) / AREA_PAGE * AREA_PAGE;
+}
+
+size_t shm_coll_round(int nranks, size_t requested)
+{
+    size_t min = (size_t)nranks * LINE;
+    if (requested < min) requested = min;
+    return (requested + AREA_PAGE - 1) / AREA_PAGE * AREA_PAGE;
+}
+
+size_t shm_coll_area_bytes(int nranks, size_t round)
+{
+    return ctl_bytes(nranks) + ((size_t)nranks + 1) * SHM_COLL_NSLOTS * round;
+}
+
+void shm_coll_area_init(void *area, int nranks, size_t round)
+{
+    area_hdr_t *h = area;
+    h->version = AREA_VERSION;
+    h->nranks = (uint32_t)nranks;
+    h->nslots = SHM_COLL_NSLOTS;
+    h->round = round;
+    atomic_thread_fence(memory_order_release);
+    h->magic = AREA_MAGIC;
+}
+
+int shm_coll_area_check(const void *area, size_t len, int nranks, size_t *round)
+{
+    const area_hdr_t *h = area;
+    if (len < sizeof *h || __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != AREA_MAGIC ||
+        h->version != AREA_VERSION || (int)h->nranks != nranks ||
+        h->nslots != SHM_COLL_NSLOTS || h->round % AREA_PAGE || h->round == 0 ||
+        h->round < (uint64_t)nranks * LINE || h->round > (uint64_t)SHM_COLL_MAX_ROUND ||
+        shm_coll_area_bytes(nranks, (size_t)h->round) != len)
+        return -1;
+    *round = (size_t)h->round;
+    return 0;
+}
+
+shm_coll_t *shm_coll_new(void *area, int rank, int nranks, const cohort_host_v1_t *host,
+                         const shm_coll_hooks_t *hooks)
+{
+    shm_coll_t *co = calloc(1, sizeof *co);
+    if (!co) return NULL;
+    const area_hdr_t *h = area;
+    co->host = host;
+    co->hooks = *hooks;
+    co->rank = rank;
+    co->n = nranks;
+    co->round = (size_t)h->round;
+    co->ctl = (rank_ctl_t *)(void *)((unsigned char *)area + AREA_PAGE);
+    co->stage = (unsigned char *)area + ctl_bytes(nranks);
+    co->res = co->stage + (size_t)nranks * SHM_COLL_NSLOTS * co->round;
+    /* every rank starts at step 0 (counters are zero in a fresh area) */
+    return co;
+}
+
+void shm_coll_free(shm_coll_t *co) { free(co); }
+
+int shm_coll_active(const shm_coll_t *co) { return co && co->active; }
+
+void shm_coll_cancel(shm_coll_t *co)
+{
+    if (!co) return;
+    co->active = 0;
+    co->broken = 1;
+}
+
+static unsigned char *slot_of(const shm_coll_t *co, int rank, uint64_t t)
+{
+    return co->stage + ((size_t)rank * SHM_COLL_NSLOTS + (size_t)(t % SHM_COLL_NSLOTS)) * co->round;
+}
+
+static unsigned char *res_of(const shm_coll_t *co, uint64_t t)
+{
+    return co->res + (size_t)(t % SHM_COLL_NSLOTS) * co->round;
+}
+
+static const char *coll_name(int c)
+{
+    static const char *names[] = { "allreduce", "broadcast", "reduce", "allgather",
+                                   "reduce_scatter", "alltoall", "barrier" };
+    return c >= 0 && c <= COHORT_TP_BARRIER ? names[c] : "?";
+}
+
+static size_t dsize(cohort_dtype_t d)
+{
+    switch (d) {
+    case COHORT_INT8: case COHORT_UINT8: return 1;
+    case COHORT_FLOAT16: case COHORT_BFLOAT16: return 2;
+    case COHORT_INT32: case COHORT_UINT32: case COHORT_FLOAT32: return 4;
+    case COHORT_INT64: case COHORT_UINT64: case COHORT_FLOAT64: return 8;
+    }
+    return 0;
+}
+
+cohort_status_t shm_coll_start(shm_coll_t *co, const cohort_tp_coll_args_t *a)
+{
+    const cohort_host_v1_t *host = co->host;
+    if (co->broken)
+        return host->error(COHORT_ERR_INVALID_ARG, "shm: rank %d: node collectives of this "
+                           "endpoint were abandoned after an earlier failure; destroy the "
+                           "communicator", co->rank);
+    if (co->active)
+        return host->error(COHORT_ERR_INVALID_ARG, "shm: rank %d: a %s is still in flight on "
+                           "this endpoint", co->rank, coll_name(co->a.coll));
+    if (a->coll < 0 || a->coll > COHORT_TP_BARRIER)
+        return host->error(COHORT_ERR_INVALID_ARG, "shm: unknown collective %d", a->coll);
+    size_t es = a->coll == COHORT_TP_BARRIER ? 1 : dsize(a->dtype);
+    if (!es) return host->error(COHORT_ERR_INVALID_ARG, "shm: unknown dtype %d", (int)a->dtype);
+    co->a = *a;
+    co->esize = es;
+    co->bytes = a->coll == COHORT_TP_BARRIER ? 0 : a->count * es;
+    co->direct = 0;
+    switch (a->coll) {
+    case COHORT_TP_ALLREDUCE: case COHORT_TP_REDUCE:
+        co->direct = co->bytes <= DIRECT_MAX && co->bytes <= co->round;
+        co->unit = co->round;
+        break;
+    case COHORT_TP_REDUCE_SCATTER: case COHORT_TP_ALLTOALL:
+        co->unit = co->round / (size_t)co->n / LINE * LINE;
+        break;
+    default:
+        co->unit = co->round;
+        break;
+    }
+    co->nrounds = co->bytes ? (co->bytes + co->unit - 1) / co->unit : 1;
+    co->r = 0;
+    co->t = ++co->step;
+    co->phase = PH_A;
+    co->idle = 0;
+    co->wait_peer = -1;
+    co->active = 1;
+    return COHORT_SUCCESS;
+}
+
+/* ---- counters ------------------------------------------------------------------------------ */
+
+enum { CT_IN, CT_RED, CT_OUT };
+
+static uint64_t load_ct(const shm_coll_t *co, int j, int which)
+{
+    rank_ctl_t *c = &co->ctl[j];
+    _Atomic uint64_t *p = which == CT_IN ? &c->in : which == CT_RED ? &c->red : &c->out;
+    return atomic_load_explicit(p, memory_order_acquire);
+}
+
+/* in and red are waited for by sleepers: seq_cst store, then the armed flags (Dekker). out is
+ * waited for only by a broadcast's root in later rounds: in every other phase A its value is
+ * implied by known_out, so outside broadcasts a release store is enough and saves the fence on
+ * a line the peers are polling (~100 ns per collective). */
+static void publish(shm_coll_t *co, int which, uint64_t t)
+{
+    rank_ctl_t *c = &co->ctl[co->rank];
+    _Atomic uint64_t *p = which == CT_IN ? &c->in : which == CT_RED ? &c->red : &c->out;
+    if (which == CT_OUT && co->a.coll != COHORT_TP_BROADCAST) {
+        atomic_store_explicit(p, t, memory_order_release);
+        return;
+    }
+    atomic_store_explicit(p, t, memory_order_seq_cst);
+    for (int j = 0; j < co->n; j++) {
+        if (j == co->rank) continue;
+        if (atomic_load_explicit(&co->ctl[j].armed, memory_order_seq_cst) &&
+            atomic_exchange_explicit(&co->ctl[j].armed, 0, memory_order_seq_cst))
+            co->hooks.wake(co->hooks.ep, j);
+    }
+}
+
+/* 1 if every rank's counter (only `only`'s when only >= 0) is >= t; else sets wait_peer. */
+static int reached(shm_coll_t *co, int which, uint64_t t, int only)
+{
+    if (only >= 0) {
+        if (load_ct(co, only, which) >= t) return 1;
+        co->wait_peer = only;
+        return 0;
+    }
+    for (int j = 0; j < co->n; j++)
+        if (j != co->rank && load_ct(co, j, which) < t) {
+            co->wait_peer = j;
+            return 0;
+        }
+    return 1;
+}
+
+/* What the current phase waits for: counter, step, single rank or -1 for all; 0 if nothing. */
+static int wait_cond(const shm_coll_t *co, int *which, uint64_t *t, int *only)
+{
+    *only = -1;
+    switch (co->phase) {
+    case PH_A:
+        if (co->t <= SHM_COLL_NSLOTS || co->t - SHM_COLL_NSLOTS <= co->known_out) return 0;
+        *which = CT_OUT;
+        *t = co->t - SHM_COLL_NSLOTS;
+        return 1;
+    case PH_B:
+        *which = CT_IN;
+        *t = co->t;
+        if (co->a.coll == COHORT_TP_BROADCAST && co->r > 0) {
+            if (co->rank == co->a.root) return 0;
+            *only = co->a.root;
+        }
+        return 1;
+    default:
+        *which = CT_RED;
+        *t = co->t;
+        return 1;
+    }
+}
+
+/* ---- the work of each phase ---------------------------------------------------------------- */
+
+/* Round r of a unit-sized split of `total` bytes: offset and length. */
+static void span(const shm_coll_t *co, size_t total, size_t *off, size_t *len)
+{
+    *off = co->r * co->unit;
+    *len = total - *off < co->unit ? total - *off : co->unit;
+}
+
+static void my_slice(const shm_coll_t *co, size_t len, size_t *at, size_t *slen);
+
+static void stage(shm_coll_t *co)
+{
+    const cohort_tp_coll_args_t *a = &co->a;
+    unsigned char *dst = slot_of(co, co->rank, co->t);
+    const unsigned char *src = a->sendbuf;
+    size_t off, len;
+    switch (a->coll) {
+    case COHORT_TP_ALLREDUCE: case COHORT_TP_REDUCE:
+        span(co, co->bytes, &off, &len);
+        if (co->direct) {
+            memcpy(dst, src + off, len);
+        } else {   /* our own slice is reduced from sendbuf: stage only what the others read */
+            size_t at, slen;
+            my_slice(co, len, &at, &slen);
+            memcpy(dst, src + off, at);
+            memcpy(dst + at + slen, src + off + at + slen, len - at - slen);
+        }
+        break;
+    case COHORT_TP_ALLGATHER:
+        span(co, co->bytes, &off, &len);
+        memcpy(dst, src + off, len);
+        break;
+    case COHORT_TP_BROADCAST:
+        if (co->rank != a->root) break;
+        span(co, co->bytes, &off, &len);
+        memcpy(dst, (const unsigned char *)a->recvbuf + off, len);
+        break;
+    case COHORT_TP_REDUCE_SCATTER: case COHORT_TP_ALLTOALL:
+        span(co, co->bytes, &off, &len);
+        for (int i = 0; i < co->n; i++)
+            if (i != co->rank || a->coll == COHORT_TP_ALLTOALL)
+                memcpy(dst + (size_t)i * co->unit, src + (size_t)i * co->bytes + off, len);
+        break;
+    default:
+        break;
+    }
+    co->ctl[co->rank].tag[co->t % SHM_COLL_NSLOTS] = a->tag;
+}
+
+/* out = in_0 OP in_1 OP ... in_{n-1}, each in_j at slot(j) + at, len bytes (rank order). */
+static void reduce_all(shm_coll_t *co, void *out, size_t at, size_t len)
+{
+    const cohort_tp_coll_args_t *a = &co->a;
+    size_t cnt = len / co->esize;
+    if (!cnt) return;
+    if (co->n == 1) {
+        memcpy(out, slot_of(co, 0, co->t) + at, len);
+    } else {
+        co->host->reduce3(out, slot_of(co, 0, co->t) + at, slot_of(co, 1, co->t) + at, cnt,
+                          a->dtype, a->op);
+        for (int j = 2; j < co->n; j++)
+            co->host->reduce(out, slot_of(co, j, co->t) + at, cnt, a->dtype, a->op);
+    }
+    co->host->reduce_finish(out, cnt, a->dtype, a->op, co->n);
+}
+
+/* out = own OP the others' staged inputs at slot(j) + at, len bytes: own first, then the others
+ * in rank order. own == out (in place) is allowed. Each element is reduced by one rank only, so
+ * every rank still gets bit-identical results. */
+static void reduce_mine(shm_coll_t *co, void *out, const void *own, size_t at, size_t len)
+{
+    const cohort_tp_coll_args_t *a = &co->a;
+    size_t cnt = len / co->esize;
+    if (!cnt) return;
+    int first = 1;
+    for (int j = 0; j < co->n; j++) {
+        if (j == co->rank) continue;
+        const unsigned char *in = slot_of(co, j, co->t) + at;
+        if (first && out != own) co->host->reduce3(out, own, in, cnt, a->dtype, a->op);
+        else co->host->reduce(out, in, cnt, a->dtype, a->op);
+        first = 0;
+    }
+    co->host->reduce_finish(out, cnt, a->dtype, a->op, co->n);
+}
+
+/* Our slice of a reduction round of len bytes: [*at, *at + *slen). */
+static void my_slice(const shm_coll_t *co, size_t len, size_t *at, size_t *slen)
+{
+    size_t per = (len + (size_t)co->n - 1) / (size_t)co->n;
+    per = (per + LINE - 1) / LINE * LINE;   /* a multiple of every element size */
+    size_t lo = per * (size_t)co->rank;
+    *at = lo < len ? lo : len;
+    size_t hi = lo + per < len ? lo + per : len;
+    *slen = hi > *at ? hi - *at : 0;
+}
+
+/* Phase B's work; returns 1 when a phase C follows. */
+static int compute(shm_coll_t *co)
+{
+    const cohort_tp_coll_args_t *a = &co->a;
+    unsigned char *rb = a->recvbuf;
+    size_t off, len;
+    switch (a->coll) {
+    case COHORT_TP_ALLREDUCE: case COHORT_TP_REDUCE:
+        span(co, co->bytes, &off, &len);
+        if (co->direct) {
+            if (a->coll == COHORT_TP_ALLREDUCE || co->rank == a->root) reduce_all(co, rb, 0, len);
+            return 0;
+        } else {
+            /* our slice: into recvbuf (allreduce) or straight into the result slot */
+            size_t at, slen;
+            my_slice(co, len, &at, &slen);
+            const unsigned char *own = (const unsigned char *)a->sendbuf + off + at;
+            unsigned char *res = res_of(co, co->t) + at;
+            if (a->coll == COHORT_TP_ALLREDUCE) {
+                reduce_mine(co, rb + off + at, own, at, slen);
+                memcpy(res, rb + off + at, slen);
+            } else {
+                reduce_mine(co, res, own, at, slen);
+            }
+            return 1;
+        }
+    case COHORT_TP_REDUCE_SCATTER:
+        span(co, co->bytes, &off, &len);
+        reduce_mine(co, rb + off, (const unsigned char *)a->sendbuf +
+                    (size_t)co->rank * co->bytes + off, (size_t)co->rank * co->unit, len);
+        return 0;
+    case COHORT_TP_ALLTOALL:
+        span(co, co->bytes, &off, &len);
+        for (int j = 0; j < co->n; j++)
+            memcpy(rb + (size_t)j * co->bytes + off,
+                   slot_of(co, j, co->t) + (size_t)co->rank * co->unit, len);
+        return 0;
+    case COHORT_TP_ALLGATHER:
+        span(co, co->bytes, &off, &len);
+        for (int j = 0; j < co->n; j++)
+            memcpy(rb + (size_t)j * co->bytes + off, slot_of(co, j, co->t), len);
+        return 0;
+    case COHORT_TP_BROADCAST:
+        if (co->rank != a->root) {
+            span(co, co->bytes, &off, &len);
+            memcpy(rb + off, slot_of(co, a->root, co->t), len);
+        }
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+static void copy_result(shm_coll_t *co)
+{
+    const cohort_tp_coll_args_t *a = &co->a;
+    if (a->coll == COHORT_TP_REDUCE && co->rank != a->root) return;
+    size_t off, len;
+    span(co, co->bytes, &off, &len);
+    unsigned char *rb = (unsigned char *)a->recvbuf + off, *res = res_of(co, co->t);
+    if (a->coll == COHORT_TP_REDUCE) {
+        memcpy(rb, res, len);
+        return;
+    }
+    size_t at, slen;   /* allreduce: our own slice is in recvbuf already */
+    my_slice(co, len, &at, &slen);
+    memcpy(rb, res, at);
+    memcpy(rb + at + slen, res + at + slen, len - at - slen);
+}
+
+static cohort_status_t check_tags(shm_coll_t *co)
+{
+    uint64_t mine = co->a.tag;
+    for (int j = 0; j < co->n; j++) {
+        uint64_t theirs = co->ctl[j].tag[co->t % SHM_COLL_NSLOTS];
+        if (j != co->rank && theirs != mine)
+            return co->host->error(COHORT_ERR_MISMATCH, "shm: rank %d is in %s #%llu (tag "
+                                   "%016llx) but rank %d started collective #%llu with a "
+                                   "different signature (tag %016llx): the ranks called "
+                                   "different collectives, counts, dtypes, ops or roots",
+                                   co->rank, coll_name(co->a.coll),
+                                   (unsigned long long)(mine >> 32), (unsigned long long)mine,
+                                   j, (unsigned long long)(theirs >> 32),
+                                   (unsigned long long)theirs);
+    }
+    return COHORT_SUCCESS;
+}
+
+static int next_round(shm_coll_t *co)
+{
+    if (++co->r >= co->nrounds) {
+        co->active = 0;
+        return 0;
+    }
+    co->t = ++co->step;
+    co->phase = PH_A;
+    return 1;
+}
+
+cohort_status_t shm_coll_advance(shm_coll_t *co, int *moved, int *waiting_on)
+{
+    *moved = 0;
+    *waiting_on = -1;
+    if (!co->active) return COHORT_SUCCESS;
+    for (;;) {
+        int which = CT_IN, only = -1;
+        uint64_t t = 0;
+        co->wait_peer = -1;
+        int waits = wait_cond(co, &which, &t, &only);
+        if (waits && !reached(co, which, t, only)) {
+            *waiting_on = co->wait_peer;
+            if (*moved) {
+                co->idle = 0;
+            } else if (++co->idle % LIVE_EVERY == 0) {
+                cohort_status_t st = co->hooks.peer_check(co->hooks.ep, co->wait_peer);
+                if (st) {
+                    co->active = 0;
+                    co->broken = 1;
+                    return st;
+                }
+            }
+            return COHORT_IN_PROGRESS;
+        }
+        *moved = 1;
+        if (waits && only < 0) {   /* every rank reached t: remember what that implies */
+            uint64_t k = which == CT_OUT ? t : t - 1;
+            if (k > co->known_out) co->known_out = k;
+        }
+        switch (co->phase) {
+        case PH_A:
+            stage(co);
+            publish(co, CT_IN, co->t);
+            co->phase = PH_B;
+            break;
+        case PH_B:
+            if (co->r == 0) {
+                cohort_status_t st = check_tags(co);
+                if (st) {
+                    co->active = 0;
+                    co->broken = 1;
+                    return st;
+                }
+            }
+            if (compute(co)) {
+                publish(co, CT_RED, co->t);
+                co->phase = PH_C;
+            } else {
+                publish(co, CT_OUT, co->t);
+                if (!next_round(co)) return COHORT_SUCCESS;
+            }
+            break;
+        default:
+            copy_result(co);
+            publish(co, CT_OUT, co->t);
+            if (!next_round(co)) return COHORT_SUCCESS;
+            break;
+        }
+    }
+}
+
+void shm_coll_arm(shm_coll_t *co)
+{
+    atomic_store_explicit(&co->ctl[co->rank].armed, 1, memory_order_seq_cst);
+}
+
+void shm_coll_disarm(shm_coll_t *co)
+{
+    atomic_store_explicit(&co->ctl[co->rank].armed, 0, memory_order_relaxed);
+}
+
+int shm_coll_movable(const shm_coll_t *co)
+{
+    if (!co->active) return 0;
+    int which, only;
+    uint64_t t;
+    if (!wait_cond(co, &which, &t, &only)) return 1;
+    if (only >= 0) return load_ct(co, only, which) >= t;
+    for (int j = 0; j < co->n; j++)
+        if (j != co->rank && load_ct(co, j, which) < t) return 0;
+    return 1;
+}
