@@ -5,3 +5,4 @@ include tests/conformance/local.mk
 include tests/mp/cohortrun.mk
 include tests/mp/local.mk
 include tests/unit/shm_ring.mk
+include tests/unit/shm_coll.mk

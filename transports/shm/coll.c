@@ -370,6 +370,7 @@ static void reduce_mine(shm_coll_t *co, void *out, const void *own, size_t at, s
     const cohort_tp_coll_args_t *a = &co->a;
     size_t cnt = len / co->esize;
     if (!cnt) return;
+    if (co->n == 1 && out != own) memcpy(out, own, len);   /* (shm.c never runs n == 1) */
     int first = 1;
     for (int j = 0; j < co->n; j++) {
         if (j == co->rank) continue;
