@@ -110,11 +110,12 @@ typedef struct {
     const char *transport, *algo, *json, *csv, *label;
     const char *svg, *from, *labels, *title;
     int ylog;
+    int same_buffer;              /* --same-buffer: every call at the start of the buffers */
 } opts_t;
 
 enum {
     OPT_CHECK = 256, OPT_TRANSPORT, OPT_ALGO, OPT_JSON, OPT_CSV, OPT_LABEL, OPT_SVG, OPT_FROM,
-    OPT_LABELS, OPT_TITLE, OPT_YLOG
+    OPT_LABELS, OPT_TITLE, OPT_YLOG, OPT_SAME
 };
 
 static void usage(FILE *f, const char *prog)
@@ -142,6 +143,8 @@ static void usage(FILE *f, const char *prog)
         "      --json FILE          write every result and the run's metadata as JSON\n"
         "      --csv FILE           the same as CSV\n"
         "      --result-label L     also print RESULT,L,... lines (../shared/tools/peers format)\n"
+        "      --same-buffer        every call uses the start of the buffers (cache-warm, as the\n"
+        "                           peers' MPI driver) instead of moving through them\n"
         "      --svg FILE --from J1,J2,...  [--labels L1,L2,...] [--title T] [--ylog]\n"
         "                           no communication: plot busbw against size from JSON files\n"
         "                           of earlier runs, one polyline per file, as a standalone SVG\n"
@@ -219,6 +222,7 @@ static int parse_options(int argc, char **argv, opts_t *o)
         { "labels", required_argument, 0, OPT_LABELS },
         { "title", required_argument, 0, OPT_TITLE },
         { "ylog", no_argument, 0, OPT_YLOG },
+        { "same-buffer", no_argument, 0, OPT_SAME },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -376,6 +380,7 @@ static int parse_options(int argc, char **argv, opts_t *o)
         case OPT_JSON: o->json = optarg; break;
         case OPT_CSV: o->csv = optarg; break;
         case OPT_LABEL: o->label = optarg; break;
+        case OPT_SAME: o->same_buffer = 1; break;
         case OPT_SVG: o->svg = optarg; break;
         case OPT_FROM: o->from = optarg; break;
         case OPT_LABELS: o->labels = optarg; break;
@@ -828,7 +833,7 @@ static int run_placement(bench_t *b, const geom_t *g, cohort_dtype_t dt, cohort_
     valspec_t v = valspec(b->n, dt, op, coll_reduces(coll), seed);
     cohort_status_t st;
     size_t total = g->bytes, steps = total ? b->alloc / total : 1;
-    if (steps < 1)
+    if (steps < 1 || b->o.same_buffer)
         steps = 1;
     memset(m, 0, sizeof *m);
     m->wrong = -1;

@@ -118,6 +118,14 @@ static int show_peers(void)
             for (int p = 0; p < n; p++) printf(" %6.6s", rr + 64 + (size_t)p * NAME_LEN);
             printf("\n");
         }
+        /* the allgather above ran on whatever runs this communicator's collectives */
+        const char *algo = cohort_comm_last_algo(comm);
+        if (n > 1 && cohort_comm_peer_transport(comm, rank ? 0 : 1) &&
+            !strcmp(algo, cohort_comm_peer_transport(comm, rank ? 0 : 1)))
+            printf("collectives: run by the %s transport itself (node collectives)\n", algo);
+        else if (n > 1)
+            printf("collectives: the core's algorithms over the transports above (allgather: "
+                   "%s)\n", algo);
     }
     free(mine);
     free(all);
