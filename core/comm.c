@@ -111,10 +111,12 @@ static cohort_status_t read_settings(cohort_comm_t *c)
 {
     c->coll_plugin = -1;
     c->timeout_s = 300;
-    long chunk = 262144, spin = 200;
+    long chunk = 262144, spin = 200, spin_us = 500;
     cohort_status_t st = cohort_config_double("COHORT_TIMEOUT", 0.1, 1e7, &c->timeout_s);
     if (!st) st = cohort_config_long("COHORT_CHUNK_SIZE", 64, 1L << 30, &chunk);
     if (!st) st = cohort_config_long("COHORT_SPIN", 0, 100000000, &spin);
+    if (!st) st = cohort_config_long("COHORT_SPIN_US", 0, 10000000, &spin_us);
+    c->spin_ns = (uint64_t)spin_us * 1000u;
     c->chunk = (size_t)chunk;
     c->spin = (unsigned)spin;
     const char *algo = cohort_config_get("COHORT_ALGO");

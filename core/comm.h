@@ -44,6 +44,7 @@ struct cohort_comm {
 
     int oversubscribed;                  /* more ranks on this node than cores we may run on */
     unsigned spin;                       /* COHORT_SPIN: fruitless polls before sleeping */
+    uint64_t spin_ns;                    /* COHORT_SPIN_US: and this long, unless oversubscribed */
     double timeout_s;
     size_t chunk;
     cohort_algo_spec_t algo_spec;

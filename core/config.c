@@ -34,6 +34,9 @@ static const cohort_setting_t settings[] = {
     { "COHORT_SPIN", "200",
       "polls a waiting rank makes before it sleeps in poll() (0: sleep at once); when ranks "
       "outnumber cores every fruitless poll also yields the core" },
+    { "COHORT_SPIN_US", "500",
+      "and microseconds it keeps polling before it sleeps, when every local rank has a core "
+      "(waking a sleeping vCPU costs 20-50 us here); ignored when ranks outnumber cores" },
     { "COHORT_TIMEOUT", "300",
       "seconds a blocking wait (bootstrap, connection, collective) may stall before it fails" },
     { "COHORT_DEBUG", "WARN", "log level: NONE, WARN, INFO, TRACE" },

@@ -107,6 +107,14 @@ void cohort_p2p_idle(cohort_comm_t *comm, int timeout_ms)
     else sched_yield();
 }
 
+int cohort_p2p_spin_done(cohort_comm_t *comm, uint64_t *spin_until)
+{
+    if (comm->oversubscribed || !comm->spin_ns) return 1;
+    uint64_t now = cohort_now_ns();
+    if (!*spin_until) *spin_until = now + comm->spin_ns;
+    return now >= *spin_until;
+}
+
 cohort_status_t cohort_p2p_progress(cohort_comm_t *comm)
 {
     for (int i = 0; i < comm->nplugins; i++)
@@ -139,6 +147,7 @@ static cohort_status_t wait_some(cohort_comm_t *comm, cohort_preq_t *reqs, int n
 {
     uint64_t deadline = 0;
     unsigned spins = 0;
+    uint64_t spin_until = 0;
     int armed = 0;   /* progress() ran and a full test pass found nothing: sleep next */
     if (any) *index = -1;
     for (;;) {
@@ -164,6 +173,7 @@ static cohort_status_t wait_some(cohort_comm_t *comm, cohort_preq_t *reqs, int n
         cohort_status_t st;
         if (progressed) {
             spins = 0;
+            spin_until = 0;
             armed = 0;
             deadline = 0;   /* COHORT_TIMEOUT bounds a stall, not the whole collective */
         } else if (armed) {
@@ -174,7 +184,7 @@ static cohort_status_t wait_some(cohort_comm_t *comm, cohort_preq_t *reqs, int n
             armed = 0;
             if ((st = cohort_p2p_progress(comm))) return st;   /* after waking: progress, then test */
             continue;
-        } else if (++spins >= comm->spin) {
+        } else if (++spins >= comm->spin && cohort_p2p_spin_done(comm, &spin_until)) {
             if ((st = cohort_p2p_progress(comm))) return st;   /* before sleeping: progress, test */
             armed = 1;
             continue;

@@ -37,6 +37,10 @@ cohort_status_t cohort_p2p_waitany(cohort_comm_t *comm, cohort_preq_t *reqs, int
 /* Sleeps up to timeout_ms until a transport may have something to do (poll() on the endpoints'
  * event fds), or only yields the core when some open endpoint has no event fd. */
 void cohort_p2p_idle(cohort_comm_t *comm, int timeout_ms);
+/* After COHORT_SPIN fruitless polls: 1 once the rank may sleep, i.e. COHORT_SPIN_US has passed
+ * since *spin_until was 0 (it is the deadline; reset it to 0 on progress), or at once when the
+ * node is oversubscribed or COHORT_SPIN_US is 0. */
+int cohort_p2p_spin_done(cohort_comm_t *comm, uint64_t *spin_until);
 /* Runs every open endpoint's progress() once. */
 cohort_status_t cohort_p2p_progress(cohort_comm_t *comm);
 /* Send to one peer and receive from another (or the same), both posted before waiting. */

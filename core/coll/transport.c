@@ -52,6 +52,7 @@ cohort_status_t cohort_coll_transport(cohort_comm_t *comm, const cohort_coll_arg
     }
     uint64_t deadline = 0;
     unsigned spins = 0;
+    uint64_t spin_until = 0;
     int armed = 0;
     while (req) {
         int waiting_on = -1, moved = 0;
@@ -69,6 +70,7 @@ cohort_status_t cohort_coll_transport(cohort_comm_t *comm, const cohort_coll_arg
         }
         if (moved) {
             spins = 0;
+            spin_until = 0;
             armed = 0;
             deadline = 0;
         } else if (armed) {
@@ -90,7 +92,7 @@ cohort_status_t cohort_coll_transport(cohort_comm_t *comm, const cohort_coll_arg
             cohort_p2p_idle(comm, SLEEP_POLL_MS);
             armed = 0;
             if ((st = cohort_p2p_progress(comm))) return st;
-        } else if (++spins >= comm->spin) {
+        } else if (++spins >= comm->spin && cohort_p2p_spin_done(comm, &spin_until)) {
             if ((st = cohort_p2p_progress(comm))) return st;
             armed = 1;
         } else if (comm->oversubscribed) {

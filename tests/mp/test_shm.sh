@@ -44,6 +44,8 @@ for np in 2 3 5; do
     run_case "node collectives with 4 KiB rounds (many rounds, odd splits), np=$np" \
         env COHORT_SHM_COLL_CHUNK=4096 "$COHORTRUN" -np $np "$CC" --big
 done
+run_case "node collectives without CMA (broadcast/allgather staged too), np=3" \
+    env COHORT_SHM_CMA=0 "$COHORTRUN" -np 3 "$CC" --big
 run_case "COHORT_SHM_COLL_CHUNK=12 is refused naming the variable" sh -c '
     ! COHORT_SHM_COLL_CHUNK=12 "$0" -np 2 "$1" >"$2/badchunk" 2>&1 &&
     grep -q "COHORT_SHM_COLL_CHUNK=12 is out of range" "$2/badchunk"' "$COHORTRUN" "$CC" "$tmp"

@@ -22,7 +22,12 @@
  * So each rank reads every peer's input once and reduces 1/n of it, and inputs go through the
  * staging slots in rounds of `round` bytes (COHORT_SHM_COLL_CHUNK, default 256 KiB): small
  * enough that staged data is still in cache when peers read it, and with NSLOTS slots a rank
- * copies its next round in while the others still reduce the previous one. Small allreduces
+ * copies its next round in while the others still reduce the previous one.
+ * Broadcast and allgather of blocks from CMA_MIN (broadcast: up to CMA_BCAST_MAX) skip the
+ * staging when every peer can be read with process_vm_readv: one round in which each rank
+ * publishes the address of its buffer, the readers copy straight from it into their receive
+ * buffers (one copy instead of two), publish out, and the owners wait until every reader is done
+ * (phase D) before they hand the buffer back to the user. Small allreduces
  * (DIRECT_MAX) run as one round in which every rank reduces the whole vector itself (one
  * synchronisation instead of two); the reduction order is rank 0..n-1 on every path, so all
  * ranks get bit-identical results.
@@ -35,6 +40,7 @@
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 
 #define AREA_MAGIC 0x636f686f7274434cull   /* "cohortCL" */
@@ -43,6 +49,8 @@
 #define LINE 64
 #define DIRECT_MAX ((size_t)16 << 10)       /* allreduce/reduce up to this: one round */
 #define LIVE_EVERY 32u                     /* fruitless advances between peer checks */
+#define CMA_MIN ((size_t)32 << 10)          /* allgather block / broadcast size for single copy */
+#define CMA_BCAST_MAX ((size_t)4 << 20)     /* larger broadcasts pipeline through staging */
 
 typedef struct area_hdr {
     uint64_t magic;
@@ -54,12 +62,14 @@ typedef struct rank_ctl {
     alignas(LINE) _Atomic uint64_t in;
     _Atomic uint64_t red, out;
     uint64_t tag[SHM_COLL_NSLOTS];
+    uint64_t addr;                 /* single-copy mode: the buffer peers read (set before in) */
     alignas(LINE) _Atomic uint32_t armed;
+    _Atomic uint32_t caps;         /* 1 + (1: it can read every peer by CMA), set at creation */
 } rank_ctl_t;
 
 _Static_assert(sizeof(rank_ctl_t) == 2 * LINE, "two cache lines per rank");
 
-enum { PH_A, PH_B, PH_C };
+enum { PH_A, PH_B, PH_C, PH_D };
 
 struct shm_coll {
     const cohort_host_v1_t *host;
@@ -79,7 +89,8 @@ struct shm_coll {
     size_t unit;                   /* bytes per block per round */
     size_t nrounds, r;
     uint64_t t;
-    int phase, direct;
+    int phase, direct, cma;
+    int all_cma;                   /* -1 unknown; else whether EVERY rank can read its peers */
     unsigned idle;
     int wait_peer;
 };
@@ -139,7 +150,12 @@ shm_coll_t *shm_coll_new(void *area, int rank, int nranks, const cohort_host_v1_
     co->ctl = (rank_ctl_t *)(void *)((unsigned char *)area + AREA_PAGE);
     co->stage = (unsigned char *)area + ctl_bytes(nranks);
     co->res = co->stage + (size_t)nranks * SHM_COLL_NSLOTS * co->round;
-    /* every rank starts at step 0 (counters are zero in a fresh area) */
+    /* every rank starts at step 0 (counters are zero in a fresh area). The single-copy mode
+     * must be chosen alike on every rank, so each says here whether it can read all its peers,
+     * and the first collective (after the core's last creation round, so after every rank got
+     * here) combines them. */
+    co->all_cma = -1;
+    atomic_store_explicit(&co->ctl[rank].caps, 1u + (hooks->cma ? 1u : 0u), memory_order_release);
     return co;
 }
 
@@ -212,6 +228,19 @@ cohort_status_t shm_coll_start(shm_coll_t *co, const cohort_tp_coll_args_t *a)
         co->unit = co->round;
         break;
     }
+    if (co->all_cma < 0) {
+        co->all_cma = 1;
+        for (int j = 0; j < co->n; j++)
+            if (atomic_load_explicit(&co->ctl[j].caps, memory_order_acquire) != 2u)
+                co->all_cma = 0;
+    }
+    co->cma = 0;
+    if (co->all_cma && co->n > 1 && co->bytes >= CMA_MIN &&
+        (a->coll == COHORT_TP_ALLGATHER ||
+         (a->coll == COHORT_TP_BROADCAST && co->bytes <= CMA_BCAST_MAX))) {
+        co->cma = 1;
+        co->unit = co->bytes;
+    }
     co->nrounds = co->bytes ? (co->bytes + co->unit - 1) / co->unit : 1;
     co->r = 0;
     co->t = ++co->step;
@@ -241,7 +270,7 @@ static void publish(shm_coll_t *co, int which, uint64_t t)
 {
     rank_ctl_t *c = &co->ctl[co->rank];
     _Atomic uint64_t *p = which == CT_IN ? &c->in : which == CT_RED ? &c->red : &c->out;
-    if (which == CT_OUT && co->a.coll != COHORT_TP_BROADCAST) {
+    if (which == CT_OUT && co->a.coll != COHORT_TP_BROADCAST && !co->cma) {
         atomic_store_explicit(p, t, memory_order_release);
         return;
     }
@@ -288,8 +317,12 @@ static int wait_cond(const shm_coll_t *co, int *which, uint64_t *t, int *only)
             *only = co->a.root;
         }
         return 1;
-    default:
+    case PH_C:
         *which = CT_RED;
+        *t = co->t;
+        return 1;
+    default:   /* PH_D: every reader of our buffer is done */
+        *which = CT_OUT;
         *t = co->t;
         return 1;
     }
@@ -312,6 +345,12 @@ static void stage(shm_coll_t *co)
     unsigned char *dst = slot_of(co, co->rank, co->t);
     const unsigned char *src = a->sendbuf;
     size_t off, len;
+    if (co->cma) {   /* nothing to stage: the peers read our buffer itself */
+        co->ctl[co->rank].addr = (uint64_t)(uintptr_t)(a->coll == COHORT_TP_BROADCAST
+                                                       ? (const void *)a->recvbuf : a->sendbuf);
+        co->ctl[co->rank].tag[co->t % SHM_COLL_NSLOTS] = a->tag;
+        return;
+    }
     switch (a->coll) {
     case COHORT_TP_ALLREDUCE: case COHORT_TP_REDUCE:
         span(co, co->bytes, &off, &len);
@@ -391,6 +430,30 @@ static void my_slice(const shm_coll_t *co, size_t len, size_t *at, size_t *slen)
     *at = lo < len ? lo : len;
     size_t hi = lo + per < len ? lo + per : len;
     *slen = hi > *at ? hi - *at : 0;
+}
+
+/* Phase B in single-copy mode: read the peers' buffers into ours. */
+static cohort_status_t compute_cma(shm_coll_t *co)
+{
+    const cohort_tp_coll_args_t *a = &co->a;
+    unsigned char *rb = a->recvbuf;
+    for (int j = 0; j < co->n; j++) {
+        if (a->coll == COHORT_TP_BROADCAST && (j != a->root || j == co->rank)) continue;
+        unsigned char *dst = a->coll == COHORT_TP_BROADCAST ? rb : rb + (size_t)j * co->bytes;
+        if (j == co->rank) {   /* our own allgather block */
+            if (dst != (const unsigned char *)a->sendbuf) memcpy(dst, a->sendbuf, co->bytes);
+            continue;
+        }
+        int rc = co->hooks.read(co->hooks.ep, j, dst, co->ctl[j].addr, co->bytes);
+        if (rc < 0) {
+            cohort_status_t st = co->hooks.peer_check(co->hooks.ep, j);
+            if (st) return st;
+            return co->host->error(COHORT_ERR_TRANSPORT, "shm: rank %d: reading %zu bytes of "
+                                   "rank %d's buffer with process_vm_readv in a %s failed: %s",
+                                   co->rank, co->bytes, j, coll_name(a->coll), strerror(-rc));
+        }
+    }
+    return COHORT_SUCCESS;
 }
 
 /* Phase B's work; returns 1 when a phase C follows. */
@@ -536,7 +599,21 @@ cohort_status_t shm_coll_advance(shm_coll_t *co, int *moved, int *waiting_on)
                     return st;
                 }
             }
-            if (compute(co)) {
+            if (co->cma) {
+                cohort_status_t st = compute_cma(co);
+                if (st) {
+                    co->active = 0;
+                    co->broken = 1;
+                    return st;
+                }
+                publish(co, CT_OUT, co->t);
+                /* owners of a buffer that was read wait for its readers */
+                if (co->a.coll == COHORT_TP_ALLGATHER || co->rank == co->a.root) {
+                    co->phase = PH_D;
+                } else if (!next_round(co)) {
+                    return COHORT_SUCCESS;
+                }
+            } else if (compute(co)) {
                 publish(co, CT_RED, co->t);
                 co->phase = PH_C;
             } else {
@@ -544,9 +621,12 @@ cohort_status_t shm_coll_advance(shm_coll_t *co, int *moved, int *waiting_on)
                 if (!next_round(co)) return COHORT_SUCCESS;
             }
             break;
-        default:
+        case PH_C:
             copy_result(co);
             publish(co, CT_OUT, co->t);
+            if (!next_round(co)) return COHORT_SUCCESS;
+            break;
+        default:   /* PH_D: the readers are done with our buffer */
             if (!next_round(co)) return COHORT_SUCCESS;
             break;
         }

@@ -22,6 +22,9 @@ typedef struct shm_coll_hooks {
     cohort_status_t (*peer_check)(void *ep, int peer);
     /* Wakes peer's ep_fd (it armed itself and we cleared its flag). */
     void (*wake)(void *ep, int peer);
+    /* Single copy from a peer's memory (process_vm_readv): 0 or -errno. Used only when cma. */
+    int (*read)(void *ep, int peer, void *dst, uint64_t addr, size_t len);
+    int cma;                     /* 1: read() works towards every peer */
 } shm_coll_hooks_t;
 
 typedef struct shm_coll shm_coll_t;

@@ -1685,6 +1685,14 @@ static void coll_wake(void *epv, int peer)
                  (const struct sockaddr *)&c->peer_sa, c->peer_salen);
 }
 
+static int coll_read(void *epv, int peer, void *dst, uint64_t addr, size_t len)
+{
+    shm_ep_t *ep = epv;
+    shm_conn_t *c = peer >= 0 && peer < ep->nranks && ep->by_peer ? ep->by_peer[peer] : NULL;
+    if (!c || c->peer_pid <= 0) return -ESRCH;
+    return cma_read(c->peer_pid, dst, addr, len);
+}
+
 /* The area (rank 0's, or our mapping of it) once every peer is connected; else NULL. */
 static void *coll_area(shm_ep_t *ep)
 {
@@ -1709,7 +1717,11 @@ static int coll_ready(shm_ep_t *ep)
             free(by);
             return 0;
         }
-    shm_coll_hooks_t hooks = { ep, coll_peer_check, coll_wake };
+    /* single copy for broadcast/allgather only if we can read every peer (the CMA probe) */
+    int cma = ep->cma_allowed;
+    for (int r = 0; r < ep->nranks; r++)
+        if (r != ep->rank && !by[r]->rx_cma) cma = 0;
+    shm_coll_hooks_t hooks = { ep, coll_peer_check, coll_wake, coll_read, cma };
     ep->coll = shm_coll_new(area, ep->rank, ep->nranks, ep->host, &hooks);
     if (!ep->coll) {
         free(by);
