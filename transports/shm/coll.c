@@ -441,10 +441,7 @@ static cohort_status_t compute_cma(shm_coll_t *co)
     for (int j = 0; j < co->n; j++) {
         if (a->coll == COHORT_TP_BROADCAST && (j != a->root || j == co->rank)) continue;
         unsigned char *dst = a->coll == COHORT_TP_BROADCAST ? rb : rb + (size_t)j * co->bytes;
-        if (j == co->rank) {   /* our own allgather block */
-            if (dst != (const unsigned char *)a->sendbuf) memcpy(dst, a->sendbuf, co->bytes);
-            continue;
-        }
+        if (j == co->rank) continue;   /* our own allgather block: copied in phase A */
         int rc = co->hooks.read(co->hooks.ep, j, dst, co->ctl[j].addr, co->bytes);
         if (rc < 0) {
             cohort_status_t st = co->hooks.peer_check(co->hooks.ep, j);
@@ -589,6 +586,12 @@ cohort_status_t shm_coll_advance(shm_coll_t *co, int *moved, int *waiting_on)
         case PH_A:
             stage(co);
             publish(co, CT_IN, co->t);
+            if (co->cma && co->a.coll == COHORT_TP_ALLGATHER) {
+                /* our own block, while the peers get here and start reading ours */
+                unsigned char *dst = (unsigned char *)co->a.recvbuf + (size_t)co->rank * co->bytes;
+                if (dst != (const unsigned char *)co->a.sendbuf)
+                    memcpy(dst, co->a.sendbuf, co->bytes);
+            }
             co->phase = PH_B;
             break;
         case PH_B:
