@@ -23,7 +23,9 @@
  *   in one loop, so nobody needs the name afterwards); ep_close unlinks it if still linked. So
  *   once a communicator is connected nothing is left in /dev/shm whatever happens next (exit,
  *   abort, SIGKILL). The window left: a rank killed between its accept() and the end of the
- *   handshakes leaves its segment behind. Consequence: accept() calls made on an endpoint AFTER
+ *   handshakes; then its connectors, which watch its pid, unlink the segment when they see it
+ *   die, so only a set-up in which the owner AND all its connectors are killed leaves it
+ *   behind. Consequence of the early unlink: accept() calls made on an endpoint AFTER
  *   all earlier accepts completed cannot be served (the connector times out at shm_open).
  * Data path (per direction: one single-producer/single-consumer ring of fixed cells)
  *   cell = 64-byte header {tag, msg len, fragment offset, fragment len, kind, addr, seq} + up to
@@ -689,6 +691,9 @@ static int check_peer_alive(shm_conn_t *c, int force)
     if (!force && t < c->next_live_check) return 0;
     c->next_live_check = t + SHM_LIVENESS_NS;
     if (pid_gone(c->pidfd, c->peer_pid)) {
+        /* the owner of the segment died: if it had not unlinked it yet (killed during set-up),
+         * nobody else will */
+        if (c->connector) (void)shm_unlink(c->paddr.segname);
         conn_fail(c, COHORT_ERR_PEER_LOST, "shm: rank %d (pid %d) on this node exited or was "
                   "killed while rank %d was still using the connection (segment %s); see that "
                   "rank's output for why it died", c->peer, c->peer_pid, c->ep->rank,
@@ -844,6 +849,19 @@ static int cma_probe(shm_ep_t *ep, int pid, uint64_t addr, uint64_t expect, int 
     return 0;
 }
 
+/* Connector, while the acceptor's segment exists but is not complete: an owner killed half-way
+ * through creating it leaves it behind unless we remove it (checked at most every 2 ms). */
+static void owner_gone_while_creating(shm_conn_t *c)
+{
+    uint64_t t = now_ns();
+    if (t < c->next_live_check) return;
+    c->next_live_check = t + SHM_LIVENESS_NS;
+    if (kill(c->paddr.pid, 0) == 0 || errno != ESRCH) return;
+    (void)shm_unlink(c->paddr.segname);
+    conn_fail(c, COHORT_ERR_PEER_LOST, "shm: rank %d (pid %d) died while creating its segment %s "
+              "(removed it)", c->peer, c->paddr.pid, c->paddr.segname);
+}
+
 /* Connector: map the acceptor's header and our slot, write the hello, wait for the ack. */
 static void connector_step(shm_conn_t *c)
 {
@@ -872,6 +890,7 @@ static void connector_step(shm_conn_t *c)
         struct stat stt;
         if (fstat(fd, &stt) < 0 || (size_t)stt.st_size < SHM_PAGE) {
             close(fd);
+            owner_gone_while_creating(c);
             return;   /* being created right now */
         }
         seg_hdr_t *h = mmap(NULL, SHM_PAGE, PROT_READ, MAP_SHARED, fd, 0);
@@ -885,6 +904,7 @@ static void connector_step(shm_conn_t *c)
         if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != SHM_SEG_MAGIC) {
             munmap(h, SHM_PAGE);
             close(fd);
+            owner_gone_while_creating(c);
             return;   /* header not written yet */
         }
         unsigned char mac[SHM_MAC_LEN];
