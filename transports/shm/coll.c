@@ -568,12 +568,16 @@ cohort_status_t shm_coll_advance(shm_coll_t *co, int *moved, int *waiting_on)
             if (*moved) {
                 co->idle = 0;
             } else if (++co->idle % LIVE_EVERY == 0) {
-                cohort_status_t st = co->hooks.peer_check(co->hooks.ep, co->wait_peer);
-                if (st) {
+                int peer = co->wait_peer;
+                cohort_status_t st = co->hooks.peer_check(co->hooks.ep, peer);
+                /* A peer that published what we wait for and then closed or exited is not
+                 * lost for this step: its publication came before its close, so look again. */
+                if (st && !reached(co, which, t, only)) {
                     co->active = 0;
                     co->broken = 1;
                     return st;
                 }
+                if (st) continue;
             }
             return COHORT_IN_PROGRESS;
         }
