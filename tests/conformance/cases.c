@@ -1,14 +1,17 @@
 /* cohort-conformance: the cases. Each runs on every rank with a fresh endpoint (its own comm
  * id), fails with a message through cf_fail, and leaves closing to the harness unless closing
- * is what it tests. The peer-exit case must stay last: its victim rank leaves the run. */
+ * is what it tests. The peer-exit case must stay last: its victim rank leaves the run.
+ * The collective-table cases (ABI 1.1) skip with a note when the plugin has no table. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
 #endif
 #include "tests/conformance/conformance.h"
+#include "core/plugin_loader.h"
 
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -665,6 +668,771 @@ static int case_mem_reg(cf_world_t *w)
     return rc;
 }
 
+/* ---- the optional collective table (ABI 1.1) ---------------------------------------------- */
+
+/* The table if the core would use it (ABI minor >= 1 and coll set); otherwise NULL with
+ * w->note saying why the case is skipped. */
+static const cohort_transport_coll_v1_t *coll_offered(cf_world_t *w)
+{
+    const cohort_transport_coll_v1_t *ct = w->ops->coll;
+    if (!ct) {
+        snprintf(w->note, sizeof w->note, "skipped: the plugin offers no collective table "
+                 "(coll is NULL)");
+        return NULL;
+    }
+    if ((w->ops->abi_version & 0xffffu) < 1) {
+        snprintf(w->note, sizeof w->note, "skipped: ABI %u.%u plugin: the core ignores its coll "
+                 "pointer", w->ops->abi_version >> 16, w->ops->abi_version & 0xffffu);
+        return NULL;
+    }
+    return ct;
+}
+
+/* 0 when the table has the ABI 1.1 layout: its size covers cancel, every function is set. */
+static int coll_layout(cf_world_t *w, const cohort_transport_coll_v1_t *ct)
+{
+    size_t need = offsetof(cohort_transport_coll_v1_t, cancel) + sizeof ct->cancel;
+    if (ct->size < need)
+        return cf_fail(w, "coll->size is %zu, smaller than the ABI 1.1 table (%zu bytes, up to "
+                       "cancel)", ct->size, need);
+    if (!ct->colls || !ct->start || !ct->test || !ct->cancel)
+        return cf_fail(w, "the collective table leaves %s NULL (all four are mandatory in a "
+                       "table)", !ct->colls ? "colls" : !ct->start ? "start" : !ct->test
+                       ? "test" : "cancel");
+    return 0;
+}
+
+static const char *coll_kind_name(int k)
+{
+    static const char *n[] = { "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter",
+                               "alltoall", "barrier" };
+    return k >= 0 && k <= COHORT_TP_BARRIER ? n[k] : "?";
+}
+
+#define COLL_ALL_KINDS ((1u << (COHORT_TP_BARRIER + 1)) - 1)
+
+/* A fully connected world, then colls() on every rank: *mask is the mask every rank reported
+ * (they must agree). Returns 1 (with a note) when the case is skipped, -1 failed, 0 ready. */
+static int coll_world(cf_world_t *w, const cohort_transport_coll_v1_t **ctp, unsigned *mask)
+{
+    const cohort_transport_coll_v1_t *ct = coll_offered(w);
+    if (!ct) return 1;
+    if (coll_layout(w, ct)) return -1;
+    if (cf_world(w)) return -1;
+    uint32_t m = ct->colls(w->ep);
+    if (cf_gather(w, &m, sizeof m)) return -1;
+    for (int r = 0; r < w->np; r++) {
+        uint32_t o;
+        if (!w->gpresent[r] || w->glen[r] != sizeof o)
+            return cf_fail(w, "rank %d sent no mask", r);
+        memcpy(&o, w->gdata[r], sizeof o);
+        if (o != m)
+            return cf_fail(w, "colls() returned mask 0x%x on rank %d but 0x%x on rank %d: it "
+                           "must be the same on every rank of an endpoint", (unsigned)m, w->rank,
+                           (unsigned)o, r);
+    }
+    if (m & ~COLL_ALL_KINDS)
+        return cf_fail(w, "colls() returned mask 0x%x, which sets bits beyond the 7 collectives "
+                       "(0x%x)", (unsigned)m, COLL_ALL_KINDS);
+    *ctp = ct;
+    *mask = m;
+    return 0;
+}
+
+/* The tag as the core makes it: (sequence number << 32) | a hash of the arguments. */
+static uint64_t coll_tag(uint64_t seq, const cohort_tp_coll_args_t *a)
+{
+    uint64_t v[5] = { (uint64_t)a->coll, (uint64_t)a->count, (uint64_t)a->dtype,
+                      (uint64_t)a->op, (uint64_t)(int64_t)a->root };
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < 5; i++) {
+        h = (h ^ v[i]) * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 31;
+    }
+    return (seq << 32) | (uint32_t)(h ^ (h >> 32));
+}
+
+static cohort_tp_coll_args_t coll_args(int kind, const void *sb, void *rb, size_t count,
+                                       cohort_dtype_t dtype, cohort_op_t op, int root)
+{
+    cohort_tp_coll_args_t a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.coll = kind;
+    a.sendbuf = sb;
+    a.recvbuf = rb;
+    a.count = count;
+    a.dtype = dtype;
+    a.op = op;
+    a.root = root;
+    return a;
+}
+
+/* What one collective ended with. */
+typedef struct coll_res {
+    cohort_status_t st;      /* the plugin's final status */
+    char err[CF_MSG - 100];  /* cohort_last_error() when it failed */
+    long tests;              /* test() calls that said IN_PROGRESS */
+} coll_res_t;
+
+/* Runs one collective: start, then test until it is not IN_PROGRESS, sleeping on ep_fd (via
+ * cf_pump) after 64 fruitless tests. Returns 0 with the plugin's outcome in *res, or -1 after
+ * cf_fail (a broken contract, a stall of the case timeout, another rank failed), having
+ * cancelled the request. `what` names the collective in messages. */
+static int coll_run(cf_world_t *w, const cohort_transport_coll_v1_t *ct,
+                    const cohort_tp_coll_args_t *args, const char *what, coll_res_t *res)
+{
+    memset(res, 0, sizeof *res);
+    cohort_tp_coll_args_t a = *args;
+    cohort_tp_req_t req = (cohort_tp_req_t)&a;   /* must be overwritten */
+    cohort_status_t st = ct->start(w->ep, &a, &req);
+    memset(&a, 0xa5, sizeof a);                  /* args are the plugin's only during start */
+    if (st < 0) {
+        res->st = st;
+        snprintf(res->err, sizeof res->err, "%s", cohort_last_error());
+        return 0;
+    }
+    if (st != COHORT_SUCCESS)
+        return cf_fail(w, "%s: start returned %d (%s); it must return COHORT_SUCCESS (with or "
+                       "without a request) or an error", what, (int)st, cohort_strerror(st));
+    if (req == (cohort_tp_req_t)&a)
+        return cf_fail(w, "%s: start returned COHORT_SUCCESS without setting *req (NULL when "
+                       "done at once)", what);
+    double stall = cf_now() + w->o->timeout;
+    int last_on = -1;
+    unsigned idle = 0;
+    while (req) {
+        int on = -7, moved = -7;
+        st = ct->test(req, &on, &moved);
+        if (st == COHORT_SUCCESS) break;
+        if (st != COHORT_IN_PROGRESS) {
+            if (st > 0) {
+                ct->cancel(req);
+                return cf_fail(w, "%s: test returned %d, neither SUCCESS, IN_PROGRESS nor an "
+                               "error", what, (int)st);
+            }
+            res->st = st;
+            snprintf(res->err, sizeof res->err, "%s", cohort_last_error());
+            return 0;
+        }
+        res->tests++;
+        if (on != -1 && (on < 0 || on >= w->np || on == w->rank)) {
+            ct->cancel(req);
+            return cf_fail(w, "%s: test set *waiting_on to %d: it must be -1 or another rank "
+                           "(0..%d, not %d)", what, on, w->np - 1, w->rank);
+        }
+        if (moved != 0 && moved != 1) {
+            ct->cancel(req);
+            return cf_fail(w, "%s: test set *moved to %d (must be 0 or 1)", what, moved);
+        }
+        last_on = on;
+        if (moved) {
+            stall = cf_now() + w->o->timeout;
+            idle = 0;
+            continue;
+        }
+        if (++idle % 64) continue;
+        if (w->aborted || w->progress_err) {
+            ct->cancel(req);
+            return cf_fail(w, "%s: another rank failed this case (or progress failed) while "
+                           "this one waited on rank %d", what, last_on);
+        }
+        if (cf_now() > stall) {
+            ct->cancel(req);
+            return cf_fail(w, "%s: no progress for %.0f s (test said moved = 0 every time), "
+                           "waiting on rank %d after %ld tests", what, w->o->timeout, last_on,
+                           res->tests);
+        }
+        cf_pump(w, 10);
+    }
+    res->st = COHORT_SUCCESS;
+    return 0;
+}
+
+/* Runs one collective that must succeed. */
+static int coll_ok(cf_world_t *w, const cohort_transport_coll_v1_t *ct,
+                   const cohort_tp_coll_args_t *a, const char *what)
+{
+    coll_res_t res;
+    if (coll_run(w, ct, a, what, &res)) return -1;
+    if (res.st != COHORT_SUCCESS)
+        return cf_fail(w, "%s failed: %s: %s", what, cohort_strerror(res.st), res.err);
+    return 0;
+}
+
+/* Buffers with canaries on both sides, malloc'd: freed at once after a collective that
+ * completed, kept until the world is closed after one that did not (the plugin may still
+ * touch them until ep_close). */
+typedef struct cbuf {
+    unsigned char *base, *p;
+    size_t len;
+} cbuf_t;
+
+static int cbuf_new(cf_world_t *w, cbuf_t *b, size_t len)
+{
+    b->len = len;
+    b->base = malloc(len + 2 * CANARY);
+    if (!b->base) {
+        b->p = NULL;
+        return cf_fail(w, "out of memory (%zu bytes)", len);
+    }
+    memset(b->base, 0xee, CANARY);
+    memset(b->base + CANARY + len, 0xee, CANARY);
+    b->p = b->base + CANARY;
+    return 0;
+}
+
+/* 0 if neither canary was touched. */
+static int cbuf_canaries(cf_world_t *w, const cbuf_t *b, const char *what, const char *name)
+{
+    if (!b->base) return 0;
+    for (size_t i = 0; i < CANARY; i++) {
+        if (b->base[i] != 0xee)
+            return cf_fail(w, "%s wrote %zu byte(s) before the start of %s", what, CANARY - i,
+                           name);
+        if (b->p[b->len + i] != 0xee)
+            return cf_fail(w, "%s wrote past the end of %s (%zu bytes): byte %zu", what, name,
+                           b->len, b->len + i);
+    }
+    return 0;
+}
+
+static void cbuf_done(cf_world_t *w, cbuf_t *b, int failed)
+{
+    if (!b->base) return;
+    if (failed) {   /* hand it to the world's list: freed after the endpoint is closed */
+        if (w->nallocs == w->capallocs) {
+            int cap = w->capallocs ? 2 * w->capallocs : 64;
+            void **n = realloc(w->allocs, (size_t)cap * sizeof *n);
+            if (!n) return;   /* leak rather than free what the plugin may still use */
+            w->allocs = n;
+            w->capallocs = cap;
+        }
+        w->allocs[w->nallocs++] = b->base;
+    } else {
+        free(b->base);
+    }
+    b->base = b->p = NULL;
+}
+
+/* Inputs. float32 values are small integers, so sums are exact in any order; int32 values span
+ * the whole range (for MAX). Element i of rank r's vector. */
+static float in_f32(int r, size_t i)
+{
+    return (float)((int)((i * 7u + (size_t)r * 13u) % 251u) - 125);
+}
+
+static int32_t in_i32(int r, size_t i)
+{
+    uint64_t x = ((uint64_t)(unsigned)r << 40) ^ (uint64_t)i;
+    x = (x ^ (x >> 31)) * 0x9e3779b97f4a7c15ull;
+    x ^= x >> 29;
+    return (int32_t)(uint32_t)(x >> 16);
+}
+
+static void fill_red(void *buf, int r, size_t from, size_t count, cohort_dtype_t dt)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (dt == COHORT_FLOAT32) {
+            float v = in_f32(r, from + i);
+            memcpy((unsigned char *)buf + 4 * i, &v, 4);
+        } else {
+            int32_t v = in_i32(r, from + i);
+            memcpy((unsigned char *)buf + 4 * i, &v, 4);
+        }
+    }
+}
+
+/* buf[i] must be OP over every rank of input element from + i (SUM for float32, MAX for int32).
+ * Returns count when right, else the first wrong element (and its value and the expected one
+ * as text in bad). */
+static size_t check_red(const void *buf, int np, size_t from, size_t count, cohort_dtype_t dt,
+                        char *bad, size_t badlen)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (dt == COHORT_FLOAT32) {
+            float want = 0, got;
+            for (int r = 0; r < np; r++) want += in_f32(r, from + i);
+            memcpy(&got, (const unsigned char *)buf + 4 * i, 4);
+            if (memcmp(&got, &want, 4)) {
+                snprintf(bad, badlen, "%g instead of %g", (double)got, (double)want);
+                return i;
+            }
+        } else {
+            int32_t want = INT32_MIN, got;
+            for (int r = 0; r < np; r++)
+                if (in_i32(r, from + i) > want) want = in_i32(r, from + i);
+            memcpy(&got, (const unsigned char *)buf + 4 * i, 4);
+            if (got != want) {
+                snprintf(bad, badlen, "%ld instead of %ld", (long)got, (long)want);
+                return i;
+            }
+        }
+    }
+    return count;
+}
+
+typedef struct coll_run_ctx {
+    cf_world_t *w;
+    const cohort_transport_coll_v1_t *ct;
+    uint64_t seq;            /* collectives started so far on this endpoint */
+    int ran[COHORT_TP_BARRIER + 1];
+} cctx_t;
+
+static const char *place_name(int inplace) { return inplace ? "in place" : "out of place"; }
+
+/* allreduce / reduce (root), float32 SUM or int32 MAX. */
+static int t_reduce(cctx_t *c, int kind, size_t count, cohort_dtype_t dt, int root, int inplace)
+{
+    cf_world_t *w = c->w;
+    cohort_op_t op = dt == COHORT_FLOAT32 ? COHORT_SUM : COHORT_MAX;
+    int has_recv = kind == COHORT_TP_ALLREDUCE || w->rank == root;
+    inplace = inplace && has_recv;
+    size_t bytes = count * 4;
+    char what[160], bad[96];
+    char rootbuf[24] = "";
+    if (kind == COHORT_TP_REDUCE) snprintf(rootbuf, sizeof rootbuf, ", root %d", root);
+    snprintf(what, sizeof what, "%s #%llu (%zu x %s %s%s, %s)", coll_kind_name(kind),
+             (unsigned long long)c->seq + 1, count, dt == COHORT_FLOAT32 ? "float32" : "int32",
+             op == COHORT_SUM ? "SUM" : "MAX", rootbuf,
+             kind == COHORT_TP_REDUCE && !has_recv ? "recvbuf NULL" : place_name(inplace));
+    cbuf_t sb = { 0 }, rb = { 0 };
+    if (cbuf_new(w, &sb, bytes)) return -1;
+    if (has_recv && !inplace && cbuf_new(w, &rb, bytes)) {
+        cbuf_done(w, &sb, 0);
+        return -1;
+    }
+    fill_red(sb.p, w->rank, 0, count, dt);
+    if (rb.p) memset(rb.p, 0xcd, bytes);
+    void *recv = inplace ? sb.p : rb.p;   /* NULL off the root of a reduce */
+    cohort_tp_coll_args_t a = coll_args(kind, sb.p, recv, count, dt, op,
+                                        kind == COHORT_TP_REDUCE ? root : 0);
+    a.tag = coll_tag(++c->seq, &a);
+    int rc = coll_ok(w, c->ct, &a, what);
+    if (!rc) rc = cbuf_canaries(w, &sb, what, inplace ? "the buffer" : "sendbuf");
+    if (!rc) rc = cbuf_canaries(w, &rb, what, "recvbuf");
+    if (!rc && recv) {
+        size_t i = check_red(recv, w->np, 0, count, dt, bad, sizeof bad);
+        if (i != count) rc = cf_fail(w, "%s: wrong result at element %zu: %s", what, i, bad);
+    }
+    if (!rc && !inplace) {   /* sendbuf is const */
+        cbuf_t ref = { 0 };
+        if (cbuf_new(w, &ref, bytes)) rc = -1;
+        else {
+            fill_red(ref.p, w->rank, 0, count, dt);
+            if (memcmp(ref.p, sb.p, bytes))
+                rc = cf_fail(w, "%s: the plugin wrote into sendbuf", what);
+            cbuf_done(w, &ref, 0);
+        }
+    }
+    cbuf_done(w, &sb, rc != 0);
+    cbuf_done(w, &rb, rc != 0);
+    c->ran[kind]++;
+    return rc;
+}
+
+static int t_broadcast(cctx_t *c, size_t count, cohort_dtype_t dt, int root)
+{
+    cf_world_t *w = c->w;
+    size_t es = dt == COHORT_UINT8 ? 1 : 4, bytes = count * es;
+    char what[160];
+    snprintf(what, sizeof what, "broadcast #%llu (%zu bytes, root %d)",
+             (unsigned long long)c->seq + 1, bytes, root);
+    cbuf_t b = { 0 };
+    if (cbuf_new(w, &b, bytes)) return -1;
+    uint64_t seed = cf_seed(w, root, 0, (int)c->seq);
+    if (w->rank == root) cf_fill(b.p, bytes, seed);
+    else memset(b.p, 0xcd, bytes);
+    cohort_tp_coll_args_t a = coll_args(COHORT_TP_BROADCAST, b.p, b.p, count, dt, COHORT_SUM,
+                                        root);
+    a.tag = coll_tag(++c->seq, &a);
+    int rc = coll_ok(w, c->ct, &a, what);
+    if (!rc) rc = cbuf_canaries(w, &b, what, "the buffer");
+    if (!rc) {
+        size_t bad = cf_check(b.p, bytes, seed);
+        if (bad != bytes)
+            rc = cf_fail(w, "%s: wrong data at byte %zu (element %zu)%s", what, bad, bad / es,
+                         w->rank == root ? ": the root's own buffer changed" : "");
+    }
+    cbuf_done(w, &b, rc != 0);
+    c->ran[COHORT_TP_BROADCAST]++;
+    return rc;
+}
+
+/* allgather (count elements per rank) and alltoall (count per pair), int32, as bytes. */
+static int t_gather(cctx_t *c, int kind, size_t count, int inplace)
+{
+    cf_world_t *w = c->w;
+    int np = w->np, me = w->rank, a2a = kind == COHORT_TP_ALLTOALL;
+    size_t bytes = count * 4, total = bytes * (size_t)np;
+    char what[160];
+    snprintf(what, sizeof what, "%s #%llu (%zu x int32 per %s, %s)", coll_kind_name(kind),
+             (unsigned long long)c->seq + 1, count, a2a ? "pair" : "rank", place_name(inplace));
+    cbuf_t sb = { 0 }, rb = { 0 };
+    if (cbuf_new(w, &rb, total)) return -1;
+    if (!inplace && cbuf_new(w, &sb, a2a ? total : bytes)) {
+        cbuf_done(w, &rb, 0);
+        return -1;
+    }
+    /* block (src -> dst) has seed cf_seed(src, dst, seq); allgather: dst 0 */
+    uint64_t s = c->seq;
+    memset(rb.p, 0xcd, total);
+    unsigned char *send;
+    if (a2a) {
+        send = inplace ? rb.p : sb.p;
+        for (int d = 0; d < np; d++)
+            cf_fill(send + (size_t)d * bytes, bytes, cf_seed(w, me, d, (int)s));
+    } else {
+        send = inplace ? rb.p + (size_t)me * bytes : sb.p;
+        cf_fill(send, bytes, cf_seed(w, me, 0, (int)s));
+    }
+    cohort_tp_coll_args_t a = coll_args(kind, send, rb.p, count, COHORT_INT32, COHORT_SUM, 0);
+    a.tag = coll_tag(++c->seq, &a);
+    int rc = coll_ok(w, c->ct, &a, what);
+    if (!rc) rc = cbuf_canaries(w, &rb, what, inplace ? "the buffer" : "recvbuf");
+    if (!rc) rc = cbuf_canaries(w, &sb, what, "sendbuf");
+    for (int src = 0; src < np && !rc; src++) {
+        uint64_t seed = cf_seed(w, src, a2a ? me : 0, (int)s);
+        size_t bad = cf_check(rb.p + (size_t)src * bytes, bytes, seed);
+        if (bad != bytes)
+            rc = cf_fail(w, "%s: block of rank %d: wrong data at element %zu", what, src,
+                         bad / 4);
+    }
+    if (!rc && !inplace) {
+        for (int d = 0; d < (a2a ? np : 1) && !rc; d++)
+            if (cf_check(sb.p + (size_t)d * bytes, bytes, cf_seed(w, me, a2a ? d : 0, (int)s))
+                != bytes)
+                rc = cf_fail(w, "%s: the plugin wrote into sendbuf", what);
+    }
+    cbuf_done(w, &sb, rc != 0);
+    cbuf_done(w, &rb, rc != 0);
+    c->ran[kind]++;
+    return rc;
+}
+
+/* reduce_scatter: count elements per rank, float32 SUM or int32 MAX. */
+static int t_reduce_scatter(cctx_t *c, size_t count, cohort_dtype_t dt, int inplace)
+{
+    cf_world_t *w = c->w;
+    int np = w->np, me = w->rank;
+    cohort_op_t op = dt == COHORT_FLOAT32 ? COHORT_SUM : COHORT_MAX;
+    size_t bytes = count * 4, total = bytes * (size_t)np;
+    char what[160], bad[96];
+    snprintf(what, sizeof what, "reduce_scatter #%llu (%zu x %s %s per rank, %s)",
+             (unsigned long long)c->seq + 1, count, dt == COHORT_FLOAT32 ? "float32" : "int32",
+             op == COHORT_SUM ? "SUM" : "MAX", place_name(inplace));
+    cbuf_t sb = { 0 }, rb = { 0 };
+    if (cbuf_new(w, &sb, total)) return -1;
+    if (!inplace && cbuf_new(w, &rb, bytes)) {
+        cbuf_done(w, &sb, 0);
+        return -1;
+    }
+    fill_red(sb.p, me, 0, count * (size_t)np, dt);
+    if (rb.p) memset(rb.p, 0xcd, bytes);
+    void *recv = inplace ? sb.p + (size_t)me * bytes : rb.p;
+    cohort_tp_coll_args_t a = coll_args(COHORT_TP_REDUCE_SCATTER, sb.p, recv, count, dt, op, 0);
+    a.tag = coll_tag(++c->seq, &a);
+    int rc = coll_ok(w, c->ct, &a, what);
+    if (!rc) rc = cbuf_canaries(w, &sb, what, inplace ? "the buffer" : "sendbuf");
+    if (!rc) rc = cbuf_canaries(w, &rb, what, "recvbuf");
+    if (!rc) {
+        size_t i = check_red(recv, np, (size_t)me * count, count, dt, bad, sizeof bad);
+        if (i != count) rc = cf_fail(w, "%s: wrong result at element %zu: %s", what, i, bad);
+    }
+    cbuf_done(w, &sb, rc != 0);
+    cbuf_done(w, &rb, rc != 0);
+    c->ran[COHORT_TP_REDUCE_SCATTER]++;
+    return rc;
+}
+
+static int t_barrier(cctx_t *c)
+{
+    char what[64];
+    snprintf(what, sizeof what, "barrier #%llu", (unsigned long long)c->seq + 1);
+    cohort_tp_coll_args_t a = coll_args(COHORT_TP_BARRIER, NULL, NULL, 0, COHORT_UINT8,
+                                        COHORT_SUM, 0);
+    a.tag = coll_tag(++c->seq, &a);
+    c->ran[COHORT_TP_BARRIER]++;
+    return coll_ok(c->w, c->ct, &a, what);
+}
+
+/* Between kinds: the other ranks are here too, and the case deadline starts again. */
+static int coll_sync(cf_world_t *w)
+{
+    if (cf_barrier(w)) return -1;
+    w->deadline = cf_now() + w->o->timeout;
+    return 0;
+}
+
+static int case_coll_layout(cf_world_t *w)
+{
+    const cohort_host_v1_t *host = cohort_plugin_host();
+    if (host->size < offsetof(cohort_host_v1_t, reduce_finish) + sizeof host->reduce_finish ||
+        !host->reduce || !host->reduce3 || !host->reduce_finish)
+        return cf_fail(w, "the host table this driver hands plugins lacks the ABI 1.1 reduction "
+                       "kernels (size %zu): plugins would offer no collectives", host->size);
+    if (!w->ops->coll) {
+        snprintf(w->note, sizeof w->note, "skipped: the plugin offers no collective table "
+                 "(coll is NULL)");
+        return 0;
+    }
+    if ((w->ops->abi_version & 0xffffu) < 1)
+        return cf_fail(w, "an ABI %u.%u plugin must leave coll NULL (ABI 1.0 reserved the "
+                       "pointer without a layout; the core ignores it)",
+                       w->ops->abi_version >> 16, w->ops->abi_version & 0xffffu);
+    const cohort_transport_coll_v1_t *ct = NULL;
+    unsigned mask = 0;
+    int rc = coll_world(w, &ct, &mask);
+    if (rc) return rc < 0 ? -1 : 0;
+    unsigned again = ct->colls(w->ep);
+    if (again != mask)
+        return cf_fail(w, "colls() returned 0x%x, then 0x%x on the same endpoint", mask, again);
+    char *p = w->note;
+    size_t left = sizeof w->note;
+    int n = snprintf(p, left, "mask 0x%02x:", mask);
+    for (int k = 0; k <= COHORT_TP_BARRIER && n > 0 && (size_t)n < left; k++) {
+        if (!(mask & (1u << k))) continue;
+        p += n;
+        left -= (size_t)n;
+        n = snprintf(p, left, " %s", coll_kind_name(k));
+    }
+    if (!mask) snprintf(w->note, sizeof w->note, "mask 0: this endpoint runs no collective");
+    return 0;
+}
+
+static int case_coll_all(cf_world_t *w)
+{
+    cctx_t c = { w, NULL, 0, { 0 } };
+    unsigned mask = 0;
+    int rc = coll_world(w, &c.ct, &mask);
+    if (rc) return rc < 0 ? -1 : 0;
+    if (!mask) {
+        snprintf(w->note, sizeof w->note, "skipped: colls() offers no collective here");
+        return 0;
+    }
+    static const size_t counts[] = { 1, 1000, 100003 };
+    enum { NC = sizeof counts / sizeof counts[0] };
+    static const cohort_dtype_t dts[] = { COHORT_FLOAT32, COHORT_INT32 };
+    int np = w->np;
+    if (mask & (1u << COHORT_TP_ALLREDUCE)) {
+        for (int d = 0; d < 2; d++)
+            for (int i = 0; i < NC; i++)
+                for (int ip = 0; ip < 2; ip++)
+                    if (t_reduce(&c, COHORT_TP_ALLREDUCE, counts[i], dts[d], 0, ip)) return -1;
+        if (coll_sync(w)) return -1;
+    }
+    if (mask & (1u << COHORT_TP_BROADCAST)) {
+        for (int root = 0; root < np; root++) {
+            if (t_broadcast(&c, 1, COHORT_UINT8, root) ||
+                t_broadcast(&c, 75001, COHORT_FLOAT32, root) ||
+                t_broadcast(&c, 300007, COHORT_UINT8, root))
+                return -1;
+        }
+        if (t_broadcast(&c, 5 * MiB + 3, COHORT_UINT8, np - 1)) return -1;
+        if (coll_sync(w)) return -1;
+    }
+    if (mask & (1u << COHORT_TP_REDUCE)) {
+        int roots[2] = { 0, np - 1 };
+        for (int ri = 0; ri < 2; ri++)
+            for (int d = 0; d < 2; d++)
+                for (int i = 0; i < NC; i++)
+                    for (int ip = 0; ip < 2; ip++)
+                        if (t_reduce(&c, COHORT_TP_REDUCE, counts[i], dts[d], roots[ri], ip))
+                            return -1;
+        if (coll_sync(w)) return -1;
+    }
+    if (mask & (1u << COHORT_TP_ALLGATHER)) {
+        for (int i = 0; i < NC; i++)
+            for (int ip = 0; ip < 2; ip++)
+                if (t_gather(&c, COHORT_TP_ALLGATHER, counts[i], ip)) return -1;
+        if (coll_sync(w)) return -1;
+    }
+    if (mask & (1u << COHORT_TP_REDUCE_SCATTER)) {
+        for (int d = 0; d < 2; d++)
+            for (int i = 0; i < NC; i++)
+                for (int ip = 0; ip < 2; ip++)
+                    if (t_reduce_scatter(&c, counts[i], dts[d], ip)) return -1;
+        if (coll_sync(w)) return -1;
+    }
+    if (mask & (1u << COHORT_TP_ALLTOALL)) {
+        static const size_t ac[] = { 1, 1000, 70001 };
+        for (int i = 0; i < 3; i++)
+            for (int ip = 0; ip < 2; ip++)
+                if (t_gather(&c, COHORT_TP_ALLTOALL, ac[i], ip)) return -1;
+        if (coll_sync(w)) return -1;
+    }
+    if (mask & (1u << COHORT_TP_BARRIER)) {
+        for (int i = 0; i < 5; i++)
+            if (t_barrier(&c)) return -1;
+    }
+    /* Kinds back to back without the out-of-band barrier in between. */
+    for (int k = 0; k <= COHORT_TP_BARRIER; k++) {
+        if (!(mask & (1u << k))) continue;
+        int r = k == COHORT_TP_BROADCAST ? t_broadcast(&c, 4097, COHORT_UINT8, np / 2)
+              : k == COHORT_TP_ALLREDUCE || k == COHORT_TP_REDUCE
+                ? t_reduce(&c, k, 513, COHORT_FLOAT32, np - 1, 0)
+              : k == COHORT_TP_REDUCE_SCATTER ? t_reduce_scatter(&c, 17, COHORT_INT32, 0)
+              : k == COHORT_TP_BARRIER ? t_barrier(&c) : t_gather(&c, k, 33, 0);
+        if (r) return -1;
+    }
+    snprintf(w->note, sizeof w->note, "%llu collectives: %d allreduce, %d broadcast, %d reduce, "
+             "%d allgather, %d reduce_scatter, %d alltoall, %d barrier",
+             (unsigned long long)c.seq, c.ran[0], c.ran[1], c.ran[2], c.ran[3], c.ran[4],
+             c.ran[5], c.ran[6]);
+    return coll_sync(w);
+}
+
+/* A kind that cannot complete on any rank before every rank joined: the first offered of
+ * allreduce, allgather, alltoall, reduce_scatter, barrier; -1 if none. */
+static int coll_pick(unsigned mask)
+{
+    static const int pref[] = { COHORT_TP_ALLREDUCE, COHORT_TP_ALLGATHER, COHORT_TP_ALLTOALL,
+                                COHORT_TP_REDUCE_SCATTER, COHORT_TP_BARRIER };
+    for (int i = 0; i < 5; i++)
+        if (mask & (1u << pref[i])) return pref[i];
+    return -1;
+}
+
+/* Arguments of collective kind with count elements (int32) per block in fresh buffers. */
+static int coll_prep(cf_world_t *w, int kind, size_t count, cbuf_t *sb, cbuf_t *rb,
+                     cohort_tp_coll_args_t *a)
+{
+    size_t blocks = kind == COHORT_TP_ALLREDUCE ? 1 : (size_t)w->np;
+    if (kind == COHORT_TP_BARRIER) {
+        *a = coll_args(kind, NULL, NULL, 0, COHORT_UINT8, COHORT_SUM, 0);
+        return 0;
+    }
+    size_t sbytes = 4 * count * (kind == COHORT_TP_ALLGATHER ? 1 : blocks);
+    size_t rbytes = 4 * count * (kind == COHORT_TP_REDUCE_SCATTER ? 1 : blocks);
+    if (cbuf_new(w, sb, sbytes)) return -1;
+    if (cbuf_new(w, rb, rbytes)) {
+        cbuf_done(w, sb, 0);
+        return -1;
+    }
+    fill_red(sb->p, w->rank, 0, sbytes / 4, COHORT_INT32);
+    memset(rb->p, 0xcd, rbytes);
+    *a = coll_args(kind, sb->p, rb->p, count, COHORT_INT32, COHORT_SUM, 0);
+    return 0;
+}
+
+/* Does msg name a rank other than me (as "rank N")? */
+static int names_other_rank(const char *msg, int me, int np)
+{
+    for (const char *p = msg; (p = strstr(p, "rank")) != NULL; p += 4) {
+        const char *q = p + 4;
+        if (*q == 's') q++;
+        while (*q == ' ') q++;
+        if (*q < '0' || *q > '9') continue;
+        int r = atoi(q);
+        if (r != me && r >= 0 && r < np) return 1;
+    }
+    return 0;
+}
+
+static int case_coll_mismatch(cf_world_t *w)
+{
+    const cohort_transport_coll_v1_t *ct = NULL;
+    unsigned mask = 0;
+    int rc = coll_world(w, &ct, &mask);
+    if (rc) return rc < 0 ? -1 : 0;
+    int kind = coll_pick(mask);
+    if (kind < 0) {
+        snprintf(w->note, sizeof w->note, "skipped: colls() offers none of allreduce, allgather, "
+                 "alltoall, reduce_scatter, barrier here");
+        return 0;
+    }
+    /* One matched collective first, so the mismatch is not the endpoint's first. */
+    cbuf_t sb = { 0 }, rb = { 0 };
+    cohort_tp_coll_args_t a;
+    if (coll_prep(w, kind, 1000, &sb, &rb, &a)) return -1;
+    char what[128];
+    snprintf(what, sizeof what, "%s #1 (matched)", coll_kind_name(kind));
+    a.tag = coll_tag(1, &a);
+    rc = coll_ok(w, ct, &a, what);
+    cbuf_done(w, &sb, rc != 0);
+    cbuf_done(w, &rb, rc != 0);
+    if (rc) return -1;
+    /* Rank 1 calls another collective (another count, so another tag). */
+    size_t count = w->rank == 1 ? 1001 : 1000;
+    if (coll_prep(w, kind, count, &sb, &rb, &a)) return -1;
+    a.tag = coll_tag(2, &a);
+    if (kind == COHORT_TP_BARRIER && w->rank == 1) a.tag = coll_tag(3, &a);
+    snprintf(what, sizeof what, "%s #2 (rank 1 with count %d and tag %016llx, the others with "
+             "another)", coll_kind_name(kind), 1001, (unsigned long long)a.tag);
+    coll_res_t res;
+    rc = coll_run(w, ct, &a, what, &res);
+    cbuf_done(w, &sb, 1);   /* the plugin may be done with them only at ep_close */
+    cbuf_done(w, &rb, 1);
+    if (rc) return -1;
+    if (res.st != COHORT_ERR_MISMATCH)
+        return cf_fail(w, "%s: expected COHORT_ERR_MISMATCH, got %s%s%s", what,
+                       cohort_strerror(res.st), res.err[0] ? ": " : "", res.err);
+    if (!res.err[0])
+        return cf_fail(w, "%s failed with MISMATCH but left no message (host->error was not "
+                       "called)", what);
+    if (!names_other_rank(res.err, w->rank, w->np))
+        return cf_fail(w, "the MISMATCH message names no other rank (it should name both "
+                       "sides): %s", res.err);
+    if (w->o->verbose || w->rank == 0) snprintf(w->note, sizeof w->note, "%.120s", res.err);
+    /* The endpoint may be unusable now; the harness closes it. Finish together. */
+    return cf_barrier(w);
+}
+
+static int case_coll_cancel(cf_world_t *w)
+{
+    const cohort_transport_coll_v1_t *ct = NULL;
+    unsigned mask = 0;
+    int rc = coll_world(w, &ct, &mask);
+    if (rc) return rc < 0 ? -1 : 0;
+    int kind = coll_pick(mask);
+    if (kind < 0) {
+        snprintf(w->note, sizeof w->note, "skipped: colls() offers none of allreduce, allgather, "
+                 "alltoall, reduce_scatter, barrier here");
+        return 0;
+    }
+    int who = w->np - 1;   /* starts one alone; the others never join */
+    if (w->rank == who) {
+        cbuf_t sb = { 0 }, rb = { 0 };
+        cohort_tp_coll_args_t a;
+        if (coll_prep(w, kind, 300001, &sb, &rb, &a)) return -1;
+        a.tag = coll_tag(1, &a);
+        char what[96];
+        snprintf(what, sizeof what, "%s #1 started by rank %d alone", coll_kind_name(kind), who);
+        cohort_tp_req_t req = NULL;
+        cohort_status_t st = ct->start(w->ep, &a, &req);
+        if (st != COHORT_SUCCESS || !req) {
+            cbuf_done(w, &sb, 1);
+            cbuf_done(w, &rb, 1);
+            return cf_fail(w, "%s: start returned %s%s: %s", what, cohort_strerror(st),
+                           st == COHORT_SUCCESS ? " and no request (done at once, although no "
+                           "other rank joined)" : "", st ? cohort_last_error() : "");
+        }
+        for (int i = 0; i < 50 && !rc; i++) {
+            int on = -7, moved = -7;
+            st = ct->test(req, &on, &moved);
+            if (st != COHORT_IN_PROGRESS) {
+                rc = cf_fail(w, "%s: test returned %s%s%s although no other rank joined", what,
+                             cohort_strerror(st), st ? ": " : "", st ? cohort_last_error() : "");
+                req = NULL;   /* freed by a final test */
+            } else if (on != -1 && (on < 0 || on >= w->np || on == w->rank)) {
+                rc = cf_fail(w, "%s: test set *waiting_on to %d (must be -1 or another rank)",
+                             what, on);
+            } else if (moved != 0 && moved != 1) {
+                rc = cf_fail(w, "%s: test set *moved to %d (must be 0 or 1)", what, moved);
+            }
+            if (!rc) cf_pump(w, 1);
+        }
+        if (req) ct->cancel(req);
+        /* Closing right away frees everything; the buffers go right after (ASan sees a plugin
+         * touching them later). */
+        int crc = timed_ep_close(w);
+        free(sb.base);
+        free(rb.base);
+        if (rc || crc) return -1;
+    }
+    return cf_barrier(w);
+}
+
 /* ---- the list ----------------------------------------------------------------------------- */
 
 const cf_case_t cf_cases[] = {
@@ -691,6 +1459,11 @@ const cf_case_t cf_cases[] = {
     { "tag mismatch gives COHORT_ERR_MISMATCH", case_tag_mismatch },
     { "too-long message gives COHORT_ERR_MISMATCH", case_too_long },
     { "too-long large message gives COHORT_ERR_MISMATCH", case_too_long_big },
+    { "collective table: layout and mask", case_coll_layout },
+    { "collective table: every offered collective, element by element", case_coll_all },
+    { "collective table: different tags give COHORT_ERR_MISMATCH on every rank",
+      case_coll_mismatch },
+    { "collective table: cancel, then ep_close frees everything", case_coll_cancel },
     { "conn_close while idle", case_conn_close_idle },
     { "ep_close while idle with open connections", case_ep_close_idle },
     { "conn_close with operations in flight", case_conn_close_busy },
