@@ -151,6 +151,11 @@ static void rdv_fail(cohort_bootstrap_t *b, const char *msg)
     cohort_rdv_fail(((rdv_boot_t *)b)->cl, msg);
 }
 
+static cohort_status_t rdv_check(cohort_bootstrap_t *b)
+{
+    return cohort_rdv_check(((rdv_boot_t *)b)->cl);
+}
+
 static void rdv_close(cohort_bootstrap_t *b)
 {
     cohort_rdv_close(((rdv_boot_t *)b)->cl);
@@ -259,6 +264,7 @@ cohort_status_t cohort_bootstrap_rdv(const cohort_identity_t *id, double timeout
     rb->base.nranks = id->nranks;
     rb->base.allgather = rdv_allgather;
     rb->base.fail = rdv_fail;
+    rb->base.check = rdv_check;
     rb->base.close = rdv_close;
     rb->timeout_s = timeout_s;
     *out = &rb->base;

@@ -30,6 +30,8 @@ struct cohort_bootstrap {
     cohort_status_t (*allgather)(cohort_bootstrap_t *b, const void *sendbuf, void *recvbuf,
                                  size_t nbytes);
     void (*fail)(cohort_bootstrap_t *b, const char *msg);  /* may be NULL */
+    /* Between rounds, non-blocking: has another rank reported a failure? May be NULL. */
+    cohort_status_t (*check)(cohort_bootstrap_t *b);
     void (*close)(cohort_bootstrap_t *b);                  /* frees b */
 };
 

@@ -273,10 +273,12 @@ static void describe_plugins(const card_t *card, char *buf, size_t len)
     if (!card->nplugins) snprintf(buf, len, "none");
 }
 
-static cohort_status_t connect_all(cohort_comm_t *c)
+/* Waits until every connection is up. Polls the bootstrap (when it can say so) for a rank that
+ * failed meanwhile, so that one rank's failure ends everybody's wait at once. */
+static cohort_status_t connect_all(cohort_comm_t *c, cohort_bootstrap_t *boot)
 {
     cohort_status_t st = COHORT_SUCCESS;
-    uint64_t deadline = cohort_now_ns() + (uint64_t)(c->timeout_s * 1e9);
+    uint64_t deadline = cohort_now_ns() + (uint64_t)(c->timeout_s * 1e9), next_check = 0;
     int pending;
     unsigned spins = 0;
     do {
@@ -298,6 +300,13 @@ static cohort_status_t connect_all(cohort_comm_t *c)
         if (atomic_load(&c->aborted))
             return cohort_error(COHORT_ERR_ABORTED, "rank %d: communicator aborted while "
                                 "connecting", c->rank);
+        if (boot->check && cohort_now_ns() >= next_check) {
+            next_check = cohort_now_ns() + 20000000ull;
+            if ((st = boot->check(boot))) {
+                cohort_error_prefix("rank %d stopped connecting", c->rank);
+                return st;
+            }
+        }
         if (cohort_now_ns() > deadline) {
             char who[512] = "";
             size_t used = 0;
@@ -329,6 +338,23 @@ static void close_unused_endpoints(cohort_comm_t *c)
         int users = 0;
         for (int p = 0; p < c->nranks; p++) users += c->peers[p].plugin == i;
         if (users) continue;
+        c->plugins[i]->ops->ep_close(c->eps[i]);
+        c->eps[i] = NULL;
+    }
+}
+
+/* After a local failure to connect: close every connection and endpoint now, before the last
+ * exchange round, so that peers still waiting to connect to us see the close (shm marks the
+ * slots it never allocated, tcp refuses) and fail at once instead of after COHORT_TIMEOUT. */
+static void abandon_endpoints(cohort_comm_t *c)
+{
+    for (int p = 0; c->peers && p < c->nranks; p++) {
+        cohort_peer_t *peer = &c->peers[p];
+        if (peer->conn && peer->plugin >= 0) c->plugins[peer->plugin]->ops->conn_close(peer->conn);
+        peer->conn = NULL;
+    }
+    for (int i = 0; i < c->nplugins; i++) {
+        if (!c->eps[i]) continue;
         c->plugins[i]->ops->ep_close(c->eps[i]);
         c->eps[i] = NULL;
     }
@@ -524,8 +550,15 @@ static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_
         int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus)
                    : (int)sysconf(_SC_NPROCESSORS_ONLN);
         c->oversubscribed = ncpu > 0 && c->local_size > ncpu;
-        if (!st) st = connect_all(c);
-        if (!st) close_unused_endpoints(c);
+        if (!st) st = connect_all(c, boot);
+        if (!st) {
+            close_unused_endpoints(c);
+        } else {
+            /* tell the others now, first through the bootstrap (so that this failure, the
+             * cause, is the one reported), then by closing: they may be waiting for us */
+            if (boot->fail) boot->fail(boot, cohort_last_error());
+            if (c->eps) abandon_endpoints(c);
+        }
     }
     /* Round 4: everyone says whether it got connected, so failures are shared. */
     status_msg_t sm = { st, "", "", 0 };

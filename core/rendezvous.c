@@ -819,6 +819,27 @@ cohort_status_t cohort_rdv_allgather(cohort_rdv_client_t *c, const void *sendbuf
     return st;
 }
 
+cohort_status_t cohort_rdv_check(cohort_rdv_client_t *c)
+{
+    if (!c) return COHORT_SUCCESS;
+    struct pollfd p = { c->fd, POLLIN, 0 };
+    if (poll(&p, 1, 0) <= 0) return COHORT_SUCCESS;
+    uint64_t deadline = cohort_now_ns() + 1000000000ull;
+    rdv_hdr_t h;
+    cohort_status_t st = io_all(c->fd, &h, sizeof h, 0, deadline, "reading the rendezvous");
+    if (st) return st;
+    char text[1024];
+    if (h.type == MSG_FAIL || h.type == MSG_MISSING) {
+        st = read_text(c, &h, text, sizeof text, deadline);
+        if (st) return st;
+        if (h.type == MSG_FAIL)
+            return cohort_error(COHORT_ERR_PEER_LOST, "bootstrap failed: %s", text);
+        return COHORT_SUCCESS;   /* a late answer to an earlier round's query */
+    }
+    return cohort_error(COHORT_ERR_INTERNAL, "unexpected message type %u from the rendezvous "
+                        "between rounds", h.type);
+}
+
 void cohort_rdv_fail(cohort_rdv_client_t *c, const char *msg)
 {
     if (!c) return;

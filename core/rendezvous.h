@@ -50,6 +50,9 @@ cohort_status_t cohort_rdv_allgather(cohort_rdv_client_t *cl, const void *sendbu
                                      void *recvbuf, size_t nbytes, double timeout_s);
 /* Tells every other rank that this one failed (their pending/next allgather fails with msg). */
 void cohort_rdv_fail(cohort_rdv_client_t *cl, const char *msg);
+/* Between rounds, without blocking: COHORT_SUCCESS, or the error of a rank that failed (the
+ * server's FAIL), or of a server that went away. */
+cohort_status_t cohort_rdv_check(cohort_rdv_client_t *cl);
 /* Sends BYE and closes. */
 void cohort_rdv_close(cohort_rdv_client_t *cl);
 

@@ -49,6 +49,29 @@ run_case "node collectives without CMA (broadcast/allgather staged too), np=3" \
 run_case "COHORT_SHM_COLL_CHUNK=12 is refused naming the variable" sh -c '
     ! COHORT_SHM_COLL_CHUNK=12 "$0" -np 2 "$1" >"$2/badchunk" 2>&1 &&
     grep -q "COHORT_SHM_COLL_CHUNK=12 is out of range" "$2/badchunk"' "$COHORTRUN" "$CC" "$tmp"
+# A full /dev/shm, in a private mount namespace with a 2 MiB tmpfs (needs root): set-up fails on
+# every rank at once with a message naming /dev/shm (not after COHORT_TIMEOUT); and when only the
+# node collectives' area does not fit, they are dropped with a WARN and the job runs.
+if unshare -m true 2>/dev/null; then
+    # (cohortrun stops the other ranks once the first fails: the job ending well before
+    # COHORT_TIMEOUT is what shows that nobody waited for a connection that could not come)
+    run_case "a full /dev/shm fails the job at once (COHORT_TIMEOUT=60), naming it" sh -c '
+        t0=$(date +%s)
+        unshare -m sh -c "mount -t tmpfs -o size=2m tmpfs /dev/shm &&
+            COHORT_TIMEOUT=60 \"\$0\" -np 3 \"\$1\"" "$0" "$1" >"$2/full" 2>&1 && exit 1
+        took=$(( $(date +%s) - t0 ))
+        grep "cohort_comm_init failed" "$2/full" | cut -c1-160
+        echo "failed after $took s"
+        [ "$took" -lt 30 ] && grep -q "No space left on device; df -h /dev/shm" "$2/full"' \
+        "$COHORTRUN" "$CC" "$tmp"
+    run_case "no room for the node collectives: a WARN, then point-to-point" sh -c '
+        unshare -m sh -c "mount -t tmpfs -o size=2m tmpfs /dev/shm &&
+            COHORT_SHM_SEGMENT_SIZE=65536 \"\$0\" -np 3 \"\$1\"" "$0" "$1" >"$2/small" 2>&1 ||
+            { tail -5 "$2/small"; exit 1; }
+        grep -q "no node collectives: allocating" "$2/small"' "$COHORTRUN" "$CC" "$tmp"
+else
+    ok "# SKIP full /dev/shm cases: unshare -m is not permitted here (needs root)"
+fi
 # the point-to-point path (the algorithms of core/coll over shm messages)
 run_case "collectives over shm point-to-point (COHORT_SHM_COLL_CHUNK=0), np=4" \
     env COHORT_TRANSPORTS=shm COHORT_SHM_COLL_CHUNK=0 "$COHORTRUN" -np 4 "$CC" --big

@@ -109,7 +109,7 @@
 #define SHM_PLUGIN_VERSION "0.1.0"
 #define SHM_ADDR_MAGIC 0x53484d41u          /* "SHMA" */
 #define SHM_SEG_MAGIC 0x636f686f7274534dull  /* "cohortSM" */
-#define SHM_LAYOUT_VERSION 3u
+#define SHM_LAYOUT_VERSION 4u
 #define SHM_PAGE ((size_t)4096)
 #define SHM_DEFAULT_SLOT ((long)1 << 20)     /* COHORT_SHM_SEGMENT_SIZE: bytes per connection */
 #define SHM_MIN_SLOT ((long)64 << 10)
@@ -129,6 +129,14 @@
 
 enum { K_FRAG = 1, K_RNDV = 2 };
 enum { ST_EMPTY = 0, ST_HELLO = 1 };
+/* Per-rank slot state in the owner's header page (one byte each, from SHM_HDR_STATE_OFF): a
+ * connector touches its slot only once the owner allocated it, so a full /dev/shm can never
+ * turn the connector's first access into a SIGBUS, and an allocation that failed is seen at
+ * once instead of after COHORT_TIMEOUT. Ranks beyond SHM_HDR_STATES use the slot's ready flag
+ * alone (as layout 3 did). */
+#define SHM_HDR_STATE_OFF 1024
+#define SHM_HDR_STATES ((int)(4096 - SHM_HDR_STATE_OFF))
+enum { SLOT_UNKNOWN = 0, SLOT_READY = 1, SLOT_FAILED = 2, SLOT_CLOSED = 3 };
 enum { ACK_NONE = 0, ACK_ACCEPTED = 1 };
 enum { SIDE_ACC = 0, SIDE_CONN = 1 };   /* direction d is written by side d */
 
@@ -177,6 +185,12 @@ typedef struct slot_ctl {
 } slot_ctl_t;
 
 _Static_assert(sizeof(slot_ctl_t) <= SHM_PAGE, "slot control block too big");
+_Static_assert(sizeof(seg_hdr_t) <= SHM_HDR_STATE_OFF, "segment header overlaps the slot states");
+
+static _Atomic uint8_t *hdr_state(void *hdr, int rank)
+{
+    return (_Atomic uint8_t *)(void *)((unsigned char *)hdr + SHM_HDR_STATE_OFF) + rank;
+}
 
 /* The rings (control block, cells, protocol) are in ring.h. */
 _Static_assert(SHM_RING_CTL_BYTES == SHM_PAGE, "a ring's control block is one page");
@@ -758,18 +772,18 @@ static cohort_status_t ep_create_segment(shm_ep_t *ep)
         rc = posix_fallocate(fd, (off_t)coll_off, (off_t)coll_bytes);
         void *area = rc ? MAP_FAILED : mmap(NULL, coll_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
                                             fd, (off_t)coll_off);
-        if (area == MAP_FAILED) {
+        if (area == MAP_FAILED) {   /* run without node collectives, and say so */
             int e = rc ? rc : errno;
-            munmap(m, SHM_PAGE);
-            ep_unlink(ep);
-            return host->error(COHORT_ERR_SYSTEM, "shm: rank %d: allocating the %zu-byte "
-                               "collective area of segment %s failed: %s; df -h /dev/shm; "
-                               "lower COHORT_SHM_COLL_CHUNK (0: no node collectives)",
-                               ep->rank, coll_bytes, ep->segname, strerror(e));
+            host->log(COHORT_LOG_WARN, SUBSYS, "shm: rank %d: no node collectives: allocating "
+                      "their %zu-byte area in segment %s failed: %s; collectives run over "
+                      "point-to-point instead (df -h /dev/shm; raise its size, or lower "
+                      "COHORT_SHM_COLL_CHUNK)", ep->rank, coll_bytes, ep->segname, strerror(e));
+            coll_bytes = 0;
+        } else {
+            shm_coll_area_init(area, ep->nranks, ep->coll_round);
+            ep->coll_area = area;
+            ep->coll_len = coll_bytes;
         }
-        shm_coll_area_init(area, ep->nranks, ep->coll_round);
-        ep->coll_area = area;
-        ep->coll_len = coll_bytes;
     }
     seg_hdr_t *h = m;
     memset(h, 0, sizeof *h);
@@ -966,6 +980,26 @@ static void connector_step(shm_conn_t *c)
         c->peer_pid = c->paddr.pid;
         c->pidfd = pidfd_open_(c->peer_pid);
         wake_name(&c->peer_sa, &c->peer_salen, c->paddr.segname);
+    }
+    if (ep->rank < SHM_HDR_STATES) {
+        uint8_t sst = atomic_load_explicit(hdr_state(c->hdr_map, ep->rank), memory_order_acquire);
+        if (sst == SLOT_FAILED) {
+            conn_fail(c, COHORT_ERR_SYSTEM, "shm: rank %d could not allocate the shared memory "
+                      "for its connection with rank %d (segment %s): /dev/shm is probably full; "
+                      "df -h /dev/shm, then raise its size (containers: --shm-size) or lower "
+                      "COHORT_SHM_SEGMENT_SIZE", c->peer, ep->rank, c->paddr.segname);
+            return;
+        }
+        if (sst == SLOT_CLOSED) {
+            conn_fail(c, COHORT_ERR_PEER_LOST, "shm: rank %d closed its endpoint before "
+                      "accepting rank %d (its communicator set-up failed: see its error)",
+                      c->peer, ep->rank);
+            return;
+        }
+        if (sst != SLOT_READY) {
+            check_peer_alive(c, 0);
+            return;   /* accept(us) not called yet: do not touch the slot */
+        }
     }
     slot_ctl_t *ctl = c->ctl;
     if (atomic_load_explicit(&ctl->state, memory_order_acquire) == ST_EMPTY) {
@@ -1442,6 +1476,13 @@ static cohort_status_t shm_ep_close(cohort_tp_ep_t epv)
     shm_ep_t *ep = (shm_ep_t *)epv;
     if (!ep) return COHORT_SUCCESS;
     while (ep->conns) conn_free(ep->conns);
+    if (ep->hdr && ep->linked) {   /* connectors still waiting for an accept: it will not come */
+        int n = ep->nranks < SHM_HDR_STATES ? ep->nranks : SHM_HDR_STATES;
+        for (int r = 0; r < n; r++) {
+            uint8_t expect = SLOT_UNKNOWN;
+            atomic_compare_exchange_strong(hdr_state(ep->hdr, r), &expect, SLOT_CLOSED);
+        }
+    }
     shm_coll_free(ep->coll);
     free(ep->by_peer);
     if (ep->coll_area) munmap(ep->coll_area, ep->coll_len);
@@ -1547,16 +1588,19 @@ static cohort_status_t shm_accept(cohort_tp_ep_t epv, int peer, cohort_tp_conn_t
     }
     off_t off = (off_t)(SHM_PAGE + (size_t)peer * ep->slot_size);
     int rc = posix_fallocate(ep->segfd, off, (off_t)ep->slot_size);
-    if (rc != 0)
-        return host->error(COHORT_ERR_SYSTEM, "shm: rank %d: allocating %zu bytes for rank %d in "
-                           "segment %s failed: %s; df -h /dev/shm; raise its size or lower "
+    void *s = rc ? MAP_FAILED : mmap(NULL, ep->slot_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                                     ep->segfd, off);
+    if (s == MAP_FAILED) {
+        int e = rc ? rc : errno;
+        /* tell the connector now, rather than let it wait for COHORT_TIMEOUT */
+        if (peer < SHM_HDR_STATES)
+            atomic_store_explicit(hdr_state(ep->hdr, peer), SLOT_FAILED, memory_order_release);
+        return host->error(COHORT_ERR_SYSTEM, "shm: rank %d: allocating %zu bytes of shared "
+                           "memory for rank %d in segment %s failed: %s; df -h /dev/shm, then "
+                           "raise its size (containers: --shm-size) or lower "
                            "COHORT_SHM_SEGMENT_SIZE", ep->rank, ep->slot_size, peer, ep->segname,
-                           strerror(rc));
-    void *s = mmap(NULL, ep->slot_size, PROT_READ | PROT_WRITE, MAP_SHARED, ep->segfd, off);
-    if (s == MAP_FAILED)
-        return host->error(COHORT_ERR_SYSTEM, "shm: rank %d: mmap of the slot of rank %d in "
-                           "segment %s failed: %s", ep->rank, peer, ep->segname,
-                           strerror(errno));
+                           strerror(e));
+    }
     shm_conn_t *c = conn_new(ep, peer, 0);
     if (!c) {
         munmap(s, ep->slot_size);
@@ -1571,6 +1615,8 @@ static cohort_status_t shm_accept(cohort_tp_ep_t epv, int peer, cohort_tp_conn_t
     shm_ring_init(&c->tx);
     shm_ring_init(&c->rx);
     atomic_store_explicit(&c->ctl->ready, 1, memory_order_release);
+    if (peer < SHM_HDR_STATES)
+        atomic_store_explicit(hdr_state(ep->hdr, peer), SLOT_READY, memory_order_release);
     ep->naccepts_pending++;
     *connp = c;
     return COHORT_SUCCESS;
