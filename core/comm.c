@@ -372,8 +372,8 @@ static void coll_candidate(cohort_comm_t *c, status_msg_t *sm)
     const cohort_transport_v1_t *ops = c->plugins[p]->ops;
     if ((ops->abi_version & 0xffffu) < 1 || !ops->coll) return;
     const cohort_transport_coll_v1_t *ct = ops->coll;
-    if (ct->size < offsetof(cohort_transport_coll_v1_t, cancel) + sizeof ct->cancel ||
-        !ct->colls || !ct->start || !ct->test || !ct->cancel)
+    if (!COHORT_HAS_FIELD(ct, cohort_transport_coll_v1_t, cancel) || !ct->colls || !ct->start ||
+        !ct->test || !ct->cancel)
         return;
     unsigned mask = ct->colls(c->eps[p]) & ((1u << COHORT_COLL_COUNT) - 1u);
     if (!mask) return;

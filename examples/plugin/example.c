@@ -132,12 +132,11 @@ static cohort_status_t ex_finalize(cohort_tp_ctx_t ctx)
 static cohort_status_t ex_get_attr(cohort_tp_ctx_t ctx, cohort_transport_attr_t *attr)
 {
     (void)ctx;
-    /* The caller says in attr->size how big its struct is; write no more than that. */
+    /* The caller says in attr->size how big its struct is; cohort_attr_fill (plugin.h) writes
+     * no more than that. */
     cohort_transport_attr_t a = { .size = sizeof a, .scope = COHORT_SCOPE_NODE,
                                   .bandwidth_gbps = 4.0, .latency_us = 5.0 };
-    if (attr->size < a.size)
-        a.size = attr->size;
-    memcpy(attr, &a, a.size);
+    cohort_attr_fill(attr, &a);
     return COHORT_SUCCESS;
 }
 

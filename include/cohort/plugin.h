@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include "cohort.h"
 
 #ifdef __cplusplus
@@ -238,6 +239,24 @@ typedef struct cohort_transport_v1 {
 
 /* Smallest size the core accepts for each struct (the 1.0 layout). */
 #define COHORT_TRANSPORT_V1_MIN_SIZE (offsetof(cohort_transport_v1_t, coll) + sizeof(void *))
+
+/* ---- Helpers for the size-prefixed structs (header-only: not part of the ABI) ---- */
+
+/* 1 if the struct p points to, as its writer built it (p->size), contains `field` of `type`:
+ * check before reading a field added after the struct's first version. */
+#define COHORT_HAS_FIELD(p, type, field) \
+    ((p)->size >= offsetof(type, field) + sizeof(((const type *)0)->field))
+
+/* For get_attr: copies the fields of *src that lie inside the caller's dst->size (which stays
+ * as the caller set it). */
+static inline void cohort_attr_fill(cohort_transport_attr_t *dst,
+                                    const cohort_transport_attr_t *src)
+{
+    size_t n = dst->size < sizeof *src ? dst->size : sizeof *src;
+    if (n > sizeof dst->size)
+        memcpy((char *)dst + sizeof dst->size, (const char *)src + sizeof src->size,
+               n - sizeof dst->size);
+}
 
 #ifdef __cplusplus
 }

@@ -1167,8 +1167,8 @@ static int coll_sync(cf_world_t *w)
 static int case_coll_layout(cf_world_t *w)
 {
     const cohort_host_v1_t *host = cohort_plugin_host();
-    if (host->size < offsetof(cohort_host_v1_t, reduce_finish) + sizeof host->reduce_finish ||
-        !host->reduce || !host->reduce3 || !host->reduce_finish)
+    if (!COHORT_HAS_FIELD(host, cohort_host_v1_t, reduce_finish) || !host->reduce ||
+        !host->reduce3 || !host->reduce_finish)
         return cf_fail(w, "the host table this driver hands plugins lacks the ABI 1.1 reduction "
                        "kernels (size %zu): plugins would offer no collectives", host->size);
     if (!w->ops->coll) {

@@ -1277,9 +1277,9 @@ static void conn_progress(shm_conn_t *c)
 static cohort_status_t shm_init(const cohort_host_v1_t *host, cohort_tp_ctx_t *ctx)
 {
     if (!host || !ctx) return COHORT_ERR_INVALID_ARG;
-    if (host->size < offsetof(cohort_host_v1_t, auth) + sizeof host->auth || !host->log ||
+    if (!COHORT_HAS_FIELD(host, cohort_host_v1_t, auth) || !host->log ||
         !host->error || !host->setting || !host->setting_long || !host->auth) {
-        if (host->size >= offsetof(cohort_host_v1_t, error) + sizeof host->error && host->error)
+        if (COHORT_HAS_FIELD(host, cohort_host_v1_t, error) && host->error)
             return host->error(COHORT_ERR_UNSUPPORTED, "shm: the core's host table is too old "
                                "or incomplete (size %zu)", host->size);
         return COHORT_ERR_UNSUPPORTED;
@@ -1331,14 +1331,9 @@ static cohort_status_t shm_get_attr(cohort_tp_ctx_t ctxv, cohort_transport_attr_
     a.latency_us = 0.5;
     a.gpu_memory = 0;
     a.max_inflight = 0;
-    size_t n = attr->size < sizeof a ? attr->size : sizeof a;
-    if (n > sizeof a.size) memcpy((char *)attr + sizeof a.size, (char *)&a + sizeof a.size,
-                                  n - sizeof a.size);
+    cohort_attr_fill(attr, &a);
     return COHORT_SUCCESS;
 }
-
-#define INFO_HAS(info, field) \
-    ((info)->size >= offsetof(cohort_ep_info_t, field) + sizeof((info)->field))
 
 static cohort_status_t shm_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t *info,
                                    cohort_tp_ep_t *epp, void *addr, size_t *addrlen)
@@ -1349,7 +1344,7 @@ static cohort_status_t shm_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
         return host->error(COHORT_ERR_INVALID_ARG, "shm: ep_open needs info, ep, addr and "
                            "addrlen");
     *epp = NULL;
-    if (!INFO_HAS(info, job_id))
+    if (!COHORT_HAS_FIELD(info, cohort_ep_info_t, job_id))
         return host->error(COHORT_ERR_INVALID_ARG, "shm: ep_open: cohort_ep_info_t of %zu bytes "
                            "is too small", info->size);
     if (info->nranks < 1 || info->rank < 0 || info->rank >= info->nranks)
@@ -1381,9 +1376,8 @@ static cohort_status_t shm_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
                            "bytes per round of the node collectives, 4096 to %ld, or 0 for "
                            "none (collectives then run over point-to-point)", coll_chunk,
                            SHM_COLL_MAX_ROUND);
-    int have_reduce = host->size >= offsetof(cohort_host_v1_t, reduce_finish) +
-                      sizeof host->reduce_finish && host->reduce && host->reduce3 &&
-                      host->reduce_finish;
+    int have_reduce = COHORT_HAS_FIELD(host, cohort_host_v1_t, reduce_finish) &&
+                      host->reduce && host->reduce3 && host->reduce_finish;
     shm_ep_t *ep = calloc(1, sizeof *ep);
     if (!ep) return host->error(COHORT_ERR_NO_MEMORY, "shm: no memory for an endpoint");
     ep->ctx = ctx;
@@ -1828,7 +1822,7 @@ static cohort_status_t shm_coll_start_abi(cohort_tp_ep_t epv, const cohort_tp_co
 {
     shm_ep_t *ep = (shm_ep_t *)epv;
     const cohort_host_v1_t *host = ep->host;
-    if (!args || !req || args->size < offsetof(cohort_tp_coll_args_t, tag) + sizeof args->tag)
+    if (!args || !req || !COHORT_HAS_FIELD(args, cohort_tp_coll_args_t, tag))
         return host->error(COHORT_ERR_INVALID_ARG, "shm: collective start needs arguments "
                            "(of at least the ABI 1.1 size) and a request pointer");
     *req = NULL;

@@ -1267,9 +1267,9 @@ static void conn_destroy(tcp_conn_t *c)
 static cohort_status_t tcp_init(const cohort_host_v1_t *host, cohort_tp_ctx_t *ctx)
 {
     if (!host || !ctx) return COHORT_ERR_INVALID_ARG;
-    if (host->size < offsetof(cohort_host_v1_t, auth) + sizeof host->auth || !host->log ||
+    if (!COHORT_HAS_FIELD(host, cohort_host_v1_t, auth) || !host->log ||
         !host->error || !host->setting || !host->setting_long || !host->netifs || !host->auth) {
-        if (host->size >= offsetof(cohort_host_v1_t, error) + sizeof host->error && host->error)
+        if (COHORT_HAS_FIELD(host, cohort_host_v1_t, error) && host->error)
             return host->error(COHORT_ERR_UNSUPPORTED, "tcp: the core's host table is too old "
                                "or incomplete (size %zu)", host->size);
         return COHORT_ERR_UNSUPPORTED;
@@ -1303,14 +1303,9 @@ static cohort_status_t tcp_get_attr(cohort_tp_ctx_t ctxv, cohort_transport_attr_
     a.latency_us = 25.0;        /* rough: kernel TCP round trip on a LAN */
     a.gpu_memory = 0;
     a.max_inflight = 0;
-    size_t n = attr->size < sizeof a ? attr->size : sizeof a;
-    if (n > sizeof a.size) memcpy((char *)attr + sizeof a.size, (char *)&a + sizeof a.size,
-                                  n - sizeof a.size);
+    cohort_attr_fill(attr, &a);
     return COHORT_SUCCESS;
 }
-
-#define INFO_HAS(info, field) \
-    ((info)->size >= offsetof(cohort_ep_info_t, field) + sizeof((info)->field))
 
 static cohort_status_t tcp_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t *info,
                                    cohort_tp_ep_t *epp, void *addr, size_t *addrlen)
@@ -1321,7 +1316,7 @@ static cohort_status_t tcp_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
         return host->error(COHORT_ERR_INVALID_ARG, "tcp: ep_open needs info, ep, addr and "
                            "addrlen");
     *epp = NULL;
-    if (!INFO_HAS(info, job_id))
+    if (!COHORT_HAS_FIELD(info, cohort_ep_info_t, job_id))
         return host->error(COHORT_ERR_INVALID_ARG, "tcp: ep_open: cohort_ep_info_t of %zu bytes "
                            "is too small", info->size);
     if (info->nranks < 1 || info->rank < 0 || info->rank >= info->nranks)
