@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "core/reduce.h"
+#include "core/timeutil.h"
 #include "transports/shm/coll.h"
 
 #define MAXN 8
@@ -53,13 +54,6 @@
 #define SLEEPY_STEPS 600
 
 /* ---- helpers ----------------------------------------------------------------------------- */
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t mix64(uint64_t x)   /* splitmix64 finaliser */
 {
@@ -297,7 +291,7 @@ static cohort_status_t drive(rank_ctx_t *c, const cohort_tp_coll_args_t *a, cons
                       what);
                 return DRIVE_STOPPED;
             }
-            if (st == COHORT_SUCCESS) atomic_store(&w->progress_ns, now_ns());
+            if (st == COHORT_SUCCESS) atomic_store(&w->progress_ns, cohort_now_ns());
             return st;
         }
         if (waiting_on < 0 || waiting_on >= w->n || waiting_on == c->rank) {
@@ -310,7 +304,7 @@ static cohort_status_t drive(rank_ctx_t *c, const cohort_tp_coll_args_t *a, cons
                   waiting_on);
             return DRIVE_STOPPED;
         }
-        if (now_ns() > atomic_load(&w->progress_ns) + STALL_NS) {
+        if (cohort_now_ns() > atomic_load(&w->progress_ns) + STALL_NS) {
             shm_coll_cancel(c->co);
             rfail(c, "%s: no rank finished a collective for 30 s, still waiting on rank %d: "
                   "a hang", what, waiting_on);
@@ -964,7 +958,7 @@ static void run_world(world_t *w, const char *name)
             ck_assert_int_ge(w->efd[r], 0);
         }
     }
-    uint64_t t0 = now_ns();
+    uint64_t t0 = cohort_now_ns();
     atomic_store(&w->progress_ns, t0);
     rank_ctx_t ctx[MAXN];
     pthread_t th[MAXN];
@@ -973,7 +967,7 @@ static void run_world(world_t *w, const char *name)
         ck_assert_int_eq(pthread_create(&th[r], NULL, rank_main, &ctx[r]), 0);
     }
     for (int r = 0; r < w->n; r++) pthread_join(th[r], NULL);   /* deadlines: cannot hang */
-    double secs = (double)(now_ns() - t0) / 1e9;
+    double secs = (double)(cohort_now_ns() - t0) / 1e9;
     for (int r = 0; r < w->n; r++)
         if (w->efd[r] >= 0) close(w->efd[r]);
     free(w->area);

@@ -29,19 +29,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/timeutil.h"
 #include "transports/shm/ring.h"
 
 #define STALL_NS (30ull * 1000000000ull)   /* a side that moved nothing for this long fails */
 #define DEFAULT_STRESS_MSGS 1000000ull   /* per stress run; 4 runs */
 
 /* ---- helpers ----------------------------------------------------------------------------- */
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t mix64(uint64_t x)   /* splitmix64 finaliser */
 {
@@ -447,7 +441,7 @@ typedef struct side {
     shm_ring_t ring;
     uint64_t msgs;
     uint64_t seed;
-    uint64_t deadline;           /* now_ns() value after which a wait fails: moved on by
+    uint64_t deadline;           /* cohort_now_ns() value after which a wait fails: moved on by
                                     STALL_NS whenever the side got further since its last wait,
                                     so a slow run on a loaded machine is not a failure */
     uint64_t done_seen;          /* done at the last wait */
@@ -476,7 +470,7 @@ static int side_wait(side_t *s, const char *what)
     if (atomic_load_explicit(s->abort, memory_order_relaxed))
         return side_fail(s, "%s: the other side failed after %llu messages", what,
                          (unsigned long long)s->done);
-    uint64_t now = now_ns();
+    uint64_t now = cohort_now_ns();
     if (s->done != s->done_seen || !s->deadline) {
         s->done_seen = s->done;
         s->deadline = now + STALL_NS;
@@ -556,7 +550,7 @@ START_TEST(test_stress_threads)
     shm_ring_t r;
     unsigned char *m = ring_new(&r, ncells);
     _Atomic int abort_flag = 0;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = cohort_now_ns();
     side_t prod = { .ring = r, .msgs = msgs, .seed = 1 + (uint64_t)_i,
                     .abort = &abort_flag };
     side_t cons = prod;
@@ -573,7 +567,7 @@ START_TEST(test_stress_threads)
     ck_assert_uint_eq(atomic_load(&r.ctl->tail), msgs);
     fprintf(stderr, "test_shm_ring: threads, %llu cells: %llu messages in %.2f s "
             "(producer waited %llu times, consumer %llu)\n", (unsigned long long)ncells,
-            (unsigned long long)msgs, (double)(now_ns() - t0) / 1e9,
+            (unsigned long long)msgs, (double)(cohort_now_ns() - t0) / 1e9,
             (unsigned long long)prod.waits, (unsigned long long)cons.waits);
     free(m);
 }
@@ -603,7 +597,7 @@ START_TEST(test_stress_processes)
     shm_ring_attach(&r, m + 4096, ncells);
     shm_ring_init(&r);
     int child_produces = _i == 0;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = cohort_now_ns();
     side_t me = { .ring = r, .msgs = msgs, .seed = 99 + (uint64_t)_i,
                   .abort = &sh->abort };
     pid_t parent = getpid();
@@ -623,12 +617,12 @@ START_TEST(test_stress_processes)
     int rc = child_produces ? consume(&me) : produce(&me);
     /* reap the child, with a deadline; SIGKILL it if it overstays */
     int status = 0, reaped = 0;
-    uint64_t kill_at = now_ns() + STALL_NS + 2000000000ull;
+    uint64_t kill_at = cohort_now_ns() + STALL_NS + 2000000000ull;
     while (!reaped) {
         pid_t w = waitpid(pid, &status, WNOHANG);
         if (w == pid) reaped = 1;
         else if (w < 0 && errno != EINTR) break;
-        else if (now_ns() > kill_at) {
+        else if (cohort_now_ns() > kill_at) {
             atomic_store(&sh->abort, 1);
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
@@ -656,7 +650,7 @@ START_TEST(test_stress_processes)
     ck_assert_uint_eq(tail, msgs);
     fprintf(stderr, "test_shm_ring: processes, %llu cells, child %s: %llu messages in %.2f s\n",
             (unsigned long long)ncells, child_produces ? "produces" : "consumes",
-            (unsigned long long)msgs, (double)(now_ns() - t0) / 1e9);
+            (unsigned long long)msgs, (double)(cohort_now_ns() - t0) / 1e9);
 }
 END_TEST
 
