@@ -35,9 +35,10 @@ const char *cohort_op_name(cohort_op_t op)
     return (unsigned)op < COHORT_OP_COUNT ? names[op] : "?";
 }
 
-/* Signature of the arguments every rank must agree on: a word-wise multiply-xorshift hash (on
- * the path of every collective, so 5 multiplies rather than a byte-wise loop). */
-static uint32_t sig32(const cohort_coll_args_t *a)
+/* The tag: sequence number << 32 | a signature of the arguments every rank must agree on (a
+ * word-wise multiply-xorshift hash: on the path of every collective, so 5 multiplies rather
+ * than a byte-wise loop). */
+uint64_t cohort_coll_tag(uint64_t seq, const cohort_coll_args_t *a)
 {
     uint64_t v[5] = { (uint64_t)a->coll, (uint64_t)a->count, (uint64_t)a->dtype,
                       (uint64_t)a->op, (uint64_t)(int64_t)a->root };
@@ -46,7 +47,7 @@ static uint32_t sig32(const cohort_coll_args_t *a)
         h = (h ^ v[i]) * 0xbf58476d1ce4e5b9ull;
         h ^= h >> 31;
     }
-    return (uint32_t)(h ^ (h >> 32));
+    return (seq << 32) | (uint32_t)(h ^ (h >> 32));
 }
 
 static int overlap(const void *a, size_t alen, const void *b, size_t blen)
@@ -115,7 +116,7 @@ static cohort_status_t begin(cohort_comm_t *comm, cohort_coll_args_t *a, const c
                                 "partially; pass the same pointer for in-place operation", fn);
     }
     comm->seq++;
-    comm->tag = (comm->seq << 32) | sig32(a);
+    comm->tag = cohort_coll_tag(comm->seq, a);
     comm->cur = a;
     return COHORT_SUCCESS;
 }

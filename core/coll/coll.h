@@ -48,6 +48,10 @@ size_t cohort_coll_chunk_size(const cohort_comm_t *comm);
 /* Parsed COHORT_ALGO of this communicator (never NULL; may be empty). */
 const cohort_algo_spec_t *cohort_coll_algo_spec(const cohort_comm_t *comm);
 
+/* The tag of collective number seq with these arguments (core/api.c): seq << 32 | a hash of
+ * (coll, count, dtype, op, root). Ranks that disagree on any of them get different tags. */
+uint64_t cohort_coll_tag(uint64_t seq, const cohort_coll_args_t *a);
+
 /* Name of a collective as in COHORT_ALGO ("allreduce", "reduce_scatter", ...). */
 const char *cohort_coll_name(cohort_coll_t coll);
 /* Every algorithm (for cohort-info and tests). */

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE 1
 #endif
 #include "tests/conformance/conformance.h"
+#include "core/coll/coll.h"
 #include "core/plugin_loader.h"
 
 #include <fcntl.h>
@@ -739,17 +740,12 @@ static int coll_world(cf_world_t *w, const cohort_transport_coll_v1_t **ctp, uns
     return 0;
 }
 
-/* The tag as the core makes it: (sequence number << 32) | a hash of the arguments. */
+/* The tag the core would give this collective (cohort_coll_tag). */
 static uint64_t coll_tag(uint64_t seq, const cohort_tp_coll_args_t *a)
 {
-    uint64_t v[5] = { (uint64_t)a->coll, (uint64_t)a->count, (uint64_t)a->dtype,
-                      (uint64_t)a->op, (uint64_t)(int64_t)a->root };
-    uint64_t h = 0x9e3779b97f4a7c15ull;
-    for (int i = 0; i < 5; i++) {
-        h = (h ^ v[i]) * 0xbf58476d1ce4e5b9ull;
-        h ^= h >> 31;
-    }
-    return (seq << 32) | (uint32_t)(h ^ (h >> 32));
+    cohort_coll_args_t c = { (cohort_coll_t)a->coll, a->sendbuf, a->recvbuf, a->count, a->dtype,
+                             a->op, a->root, 0 };
+    return cohort_coll_tag(seq, &c);
 }
 
 static cohort_tp_coll_args_t coll_args(int kind, const void *sb, void *rb, size_t count,
@@ -1293,6 +1289,20 @@ static int coll_pick(unsigned mask)
     return -1;
 }
 
+/* coll_world, then the collective to use (coll_pick): 0, or what coll_world returned (< 0
+ * failed, > 0 skipped), or 1 with the skip note when none of coll_pick's kinds is offered. */
+static int coll_world_pick(cf_world_t *w, const cohort_transport_coll_v1_t **ct, int *kind)
+{
+    unsigned mask = 0;
+    int rc = coll_world(w, ct, &mask);
+    if (rc) return rc;
+    *kind = coll_pick(mask);
+    if (*kind >= 0) return 0;
+    snprintf(w->note, sizeof w->note, "skipped: colls() offers none of allreduce, allgather, "
+             "alltoall, reduce_scatter, barrier here");
+    return 1;
+}
+
 /* Arguments of collective kind with count elements (int32) per block in fresh buffers. */
 static int coll_prep(cf_world_t *w, int kind, size_t count, cbuf_t *sb, cbuf_t *rb,
                      cohort_tp_coll_args_t *a)
@@ -1332,15 +1342,9 @@ static int names_other_rank(const char *msg, int me, int np)
 static int case_coll_mismatch(cf_world_t *w)
 {
     const cohort_transport_coll_v1_t *ct = NULL;
-    unsigned mask = 0;
-    int rc = coll_world(w, &ct, &mask);
+    int kind = -1;
+    int rc = coll_world_pick(w, &ct, &kind);
     if (rc) return rc < 0 ? -1 : 0;
-    int kind = coll_pick(mask);
-    if (kind < 0) {
-        snprintf(w->note, sizeof w->note, "skipped: colls() offers none of allreduce, allgather, "
-                 "alltoall, reduce_scatter, barrier here");
-        return 0;
-    }
     /* One matched collective first, so the mismatch is not the endpoint's first. */
     cbuf_t sb = { 0 }, rb = { 0 };
     cohort_tp_coll_args_t a;
@@ -1381,15 +1385,9 @@ static int case_coll_mismatch(cf_world_t *w)
 static int case_coll_cancel(cf_world_t *w)
 {
     const cohort_transport_coll_v1_t *ct = NULL;
-    unsigned mask = 0;
-    int rc = coll_world(w, &ct, &mask);
+    int kind = -1;
+    int rc = coll_world_pick(w, &ct, &kind);
     if (rc) return rc < 0 ? -1 : 0;
-    int kind = coll_pick(mask);
-    if (kind < 0) {
-        snprintf(w->note, sizeof w->note, "skipped: colls() offers none of allreduce, allgather, "
-                 "alltoall, reduce_scatter, barrier here");
-        return 0;
-    }
     int who = w->np - 1;   /* starts one alone; the others never join */
     if (w->rank == who) {
         cbuf_t sb = { 0 }, rb = { 0 };
