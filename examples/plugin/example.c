@@ -360,6 +360,9 @@ static cohort_status_t ex_ep_open(cohort_tp_ctx_t ctxp, const cohort_ep_info_t *
                                   cohort_tp_ep_t *out, void *addr, size_t *addrlen)
 {
     ex_ctx *ctx = ctxp;
+    /* pointers, the info struct's size, rank range, job id length (plugin.h) */
+    cohort_status_t st = cohort_ep_open_check(ctx->host, "example", info, out, addr, addrlen);
+    if (st) return st;
     if (*addrlen < sizeof(ex_addr))
         return ctx->host->error(COHORT_ERR_INVALID_ARG, "example: address buffer of %zu bytes "
                                 "is too small, need %zu", *addrlen, sizeof(ex_addr));

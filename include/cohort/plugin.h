@@ -247,6 +247,32 @@ typedef struct cohort_transport_v1 {
 #define COHORT_HAS_FIELD(p, type, field) \
     ((p)->size >= offsetof(type, field) + sizeof(((const type *)0)->field))
 
+/* The checks every ep_open makes of what it is given (pointers, the info struct's size, the
+ * rank, the job id's length of at most 63 characters): COHORT_SUCCESS, or
+ * COHORT_ERR_INVALID_ARG after host->error() with a message that starts with the plugin's name.
+ * Sets *ep = NULL when ep is not NULL. */
+static inline cohort_status_t cohort_ep_open_check(const cohort_host_v1_t *host,
+                                                   const char *plugin,
+                                                   const cohort_ep_info_t *info,
+                                                   cohort_tp_ep_t *ep, const void *addr,
+                                                   const size_t *addrlen)
+{
+    if (ep) *ep = NULL;
+    if (!info || !ep || !addr || !addrlen)
+        return host->error(COHORT_ERR_INVALID_ARG, "%s: ep_open needs info, ep, addr and "
+                           "addrlen", plugin);
+    if (!COHORT_HAS_FIELD(info, cohort_ep_info_t, job_id))
+        return host->error(COHORT_ERR_INVALID_ARG, "%s: ep_open: cohort_ep_info_t of %zu bytes "
+                           "is too small", plugin, info->size);
+    if (info->nranks < 1 || info->rank < 0 || info->rank >= info->nranks)
+        return host->error(COHORT_ERR_INVALID_ARG, "%s: ep_open: rank %d is not in [0,%d)",
+                           plugin, info->rank, info->nranks);
+    if (info->job_id && strlen(info->job_id) > 63)
+        return host->error(COHORT_ERR_INVALID_ARG, "%s: ep_open: job id '%.70s...' is longer "
+                           "than 63 characters", plugin, info->job_id);
+    return COHORT_SUCCESS;
+}
+
 /* For get_attr: copies the fields of *src that lie inside the caller's dst->size (which stays
  * as the caller set it). */
 static inline void cohort_attr_fill(cohort_transport_attr_t *dst,

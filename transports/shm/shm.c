@@ -1340,25 +1340,15 @@ static cohort_status_t shm_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
 {
     shm_ctx_t *ctx = (shm_ctx_t *)ctxv;
     const cohort_host_v1_t *host = ctx->host;
-    if (!info || !epp || !addr || !addrlen)
-        return host->error(COHORT_ERR_INVALID_ARG, "shm: ep_open needs info, ep, addr and "
-                           "addrlen");
-    *epp = NULL;
-    if (!COHORT_HAS_FIELD(info, cohort_ep_info_t, job_id))
-        return host->error(COHORT_ERR_INVALID_ARG, "shm: ep_open: cohort_ep_info_t of %zu bytes "
-                           "is too small", info->size);
-    if (info->nranks < 1 || info->rank < 0 || info->rank >= info->nranks)
-        return host->error(COHORT_ERR_INVALID_ARG, "shm: ep_open: rank %d is not in [0,%d)",
-                           info->rank, info->nranks);
+    cohort_status_t st = cohort_ep_open_check(host, "shm", info, epp, addr, addrlen);
+    if (st) return st;
+    _Static_assert(SHM_JOBID_LEN > 63, "a job id of 63 characters (cohort_ep_open_check) fits");
     const char *job = info->job_id ? info->job_id : "";
-    if (strlen(job) >= SHM_JOBID_LEN)
-        return host->error(COHORT_ERR_INVALID_ARG, "shm: ep_open: job id '%.70s...' is longer "
-                           "than %d characters", job, SHM_JOBID_LEN - 1);
     if (*addrlen < sizeof(shm_addr_t))
         return host->error(COHORT_ERR_INVALID_ARG, "shm: ep_open: the address buffer holds %zu "
                            "bytes, %zu needed", *addrlen, sizeof(shm_addr_t));
     long slot = SHM_DEFAULT_SLOT, eager = SHM_DEFAULT_EAGER, cma = 1;
-    cohort_status_t st = host->setting_long("COHORT_SHM_SEGMENT_SIZE", &slot);
+    st = host->setting_long("COHORT_SHM_SEGMENT_SIZE", &slot);
     if (st) return st;
     if (slot < SHM_MIN_SLOT || slot > SHM_MAX_SLOT)
         return host->error(COHORT_ERR_INVALID_ARG, "COHORT_SHM_SEGMENT_SIZE=%ld is out of range: "

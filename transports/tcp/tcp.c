@@ -1312,25 +1312,15 @@ static cohort_status_t tcp_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
 {
     tcp_ctx_t *ctx = (tcp_ctx_t *)ctxv;
     const cohort_host_v1_t *host = ctx->host;
-    if (!info || !epp || !addr || !addrlen)
-        return host->error(COHORT_ERR_INVALID_ARG, "tcp: ep_open needs info, ep, addr and "
-                           "addrlen");
-    *epp = NULL;
-    if (!COHORT_HAS_FIELD(info, cohort_ep_info_t, job_id))
-        return host->error(COHORT_ERR_INVALID_ARG, "tcp: ep_open: cohort_ep_info_t of %zu bytes "
-                           "is too small", info->size);
-    if (info->nranks < 1 || info->rank < 0 || info->rank >= info->nranks)
-        return host->error(COHORT_ERR_INVALID_ARG, "tcp: ep_open: rank %d is not in [0,%d)",
-                           info->rank, info->nranks);
+    cohort_status_t st = cohort_ep_open_check(host, "tcp", info, epp, addr, addrlen);
+    if (st) return st;
+    _Static_assert(TCP_JOBID_LEN > 63, "a job id of 63 characters (cohort_ep_open_check) fits");
     const char *job = info->job_id ? info->job_id : "";
-    if (strlen(job) >= TCP_JOBID_LEN)
-        return host->error(COHORT_ERR_INVALID_ARG, "tcp: ep_open: job id '%.70s...' is longer "
-                           "than %d characters", job, TCP_JOBID_LEN - 1);
     if (*addrlen < TCP_ADDR_SIZE)
         return host->error(COHORT_ERR_INVALID_ARG, "tcp: ep_open: the address buffer holds %zu "
                            "bytes, the tcp address needs %d", *addrlen, TCP_ADDR_SIZE);
     long nsocks = TCP_DEFAULT_NSOCKS;
-    cohort_status_t st = host->setting_long("COHORT_SOCKET_NSOCKS", &nsocks);
+    st = host->setting_long("COHORT_SOCKET_NSOCKS", &nsocks);
     if (st != COHORT_SUCCESS) return st;
     if (nsocks < 1 || nsocks > TCP_MAX_NSOCKS)
         return host->error(COHORT_ERR_INVALID_ARG, "COHORT_SOCKET_NSOCKS=%ld is out of range: "
