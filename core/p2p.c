@@ -107,14 +107,6 @@ void cohort_p2p_idle(cohort_comm_t *comm, int timeout_ms)
     else sched_yield();
 }
 
-int cohort_p2p_spin_done(cohort_comm_t *comm, uint64_t *spin_until)
-{
-    if (comm->oversubscribed || !comm->spin_ns) return 1;
-    uint64_t now = cohort_now_ns();
-    if (!*spin_until) *spin_until = now + comm->spin_ns;
-    return now >= *spin_until;
-}
-
 cohort_status_t cohort_p2p_progress(cohort_comm_t *comm)
 {
     for (int i = 0; i < comm->nplugins; i++)
@@ -123,6 +115,16 @@ cohort_status_t cohort_p2p_progress(cohort_comm_t *comm)
             if (st) return st;
         }
     return COHORT_SUCCESS;
+}
+
+/* After COHORT_SPIN fruitless polls: 1 once the rank may sleep, i.e. COHORT_SPIN_US has passed
+ * since *spin_until was 0, or at once when the node is oversubscribed or COHORT_SPIN_US is 0. */
+static int spin_done(cohort_comm_t *comm, uint64_t *spin_until)
+{
+    if (comm->oversubscribed || !comm->spin_ns) return 1;
+    uint64_t now = cohort_now_ns();
+    if (!*spin_until) *spin_until = now + comm->spin_ns;
+    return now >= *spin_until;
 }
 
 static cohort_status_t timeout_error(cohort_comm_t *comm, cohort_preq_t *reqs, int n)
@@ -142,13 +144,32 @@ static cohort_status_t timeout_error(cohort_comm_t *comm, cohort_preq_t *reqs, i
 
 /* The plugin contract: ep_fd is readable when progress() could advance something; after waking,
  * call progress() and then test every request before sleeping again. */
+cohort_status_t cohort_p2p_pace(cohort_comm_t *comm, cohort_pace_t *p, int progressed,
+                                int periodic)
+{
+    if (progressed) {
+        *p = (cohort_pace_t){ 0 };   /* COHORT_TIMEOUT bounds a stall, not the whole wait */
+    } else if (p->armed) {
+        uint64_t now = cohort_now_ns();
+        if (!p->deadline) p->deadline = now + (uint64_t)(comm->timeout_s * 1e9);
+        else if (now > p->deadline) return COHORT_ERR_TIMEOUT;
+        cohort_p2p_idle(comm, SLEEP_POLL_MS);
+        p->armed = 0;
+        return cohort_p2p_progress(comm);   /* after waking: progress, then test */
+    } else if (++p->spins >= comm->spin && spin_done(comm, &p->spin_until)) {
+        p->armed = 1;
+        return cohort_p2p_progress(comm);   /* before sleeping: progress, test */
+    } else if (comm->oversubscribed) {
+        sched_yield();
+    }
+    if (periodic && p->spins % PROGRESS_EVERY == 0) return cohort_p2p_progress(comm);
+    return COHORT_SUCCESS;
+}
+
 static cohort_status_t wait_some(cohort_comm_t *comm, cohort_preq_t *reqs, int n, int any,
                                  int *index)
 {
-    uint64_t deadline = 0;
-    unsigned spins = 0;
-    uint64_t spin_until = 0;
-    int armed = 0;   /* progress() ran and a full test pass found nothing: sleep next */
+    cohort_pace_t pace = { 0 };
     if (any) *index = -1;
     for (;;) {
         int pending = 0, progressed = 0;
@@ -170,28 +191,9 @@ static cohort_status_t wait_some(cohort_comm_t *comm, cohort_preq_t *reqs, int n
         if (atomic_load(&comm->aborted))
             return cohort_error(COHORT_ERR_ABORTED, "rank %d: %s interrupted: the communicator "
                                 "was aborted", comm->rank, cohort_comm_desc(comm));
-        cohort_status_t st;
-        if (progressed) {
-            spins = 0;
-            spin_until = 0;
-            armed = 0;
-            deadline = 0;   /* COHORT_TIMEOUT bounds a stall, not the whole collective */
-        } else if (armed) {
-            uint64_t now = cohort_now_ns();
-            if (!deadline) deadline = now + (uint64_t)(comm->timeout_s * 1e9);
-            else if (now > deadline) return timeout_error(comm, reqs, n);
-            cohort_p2p_idle(comm, SLEEP_POLL_MS);
-            armed = 0;
-            if ((st = cohort_p2p_progress(comm))) return st;   /* after waking: progress, then test */
-            continue;
-        } else if (++spins >= comm->spin && cohort_p2p_spin_done(comm, &spin_until)) {
-            if ((st = cohort_p2p_progress(comm))) return st;   /* before sleeping: progress, test */
-            armed = 1;
-            continue;
-        } else if (comm->oversubscribed) {
-            sched_yield();
-        }
-        if (spins % PROGRESS_EVERY == 0 && (st = cohort_p2p_progress(comm))) return st;
+        cohort_status_t st = cohort_p2p_pace(comm, &pace, progressed, 1);
+        if (st == COHORT_ERR_TIMEOUT) return timeout_error(comm, reqs, n);
+        if (st) return st;
     }
 }
 

@@ -37,10 +37,22 @@ cohort_status_t cohort_p2p_waitany(cohort_comm_t *comm, cohort_preq_t *reqs, int
 /* Sleeps up to timeout_ms until a transport may have something to do (poll() on the endpoints'
  * event fds), or only yields the core when some open endpoint has no event fd. */
 void cohort_p2p_idle(cohort_comm_t *comm, int timeout_ms);
-/* After COHORT_SPIN fruitless polls: 1 once the rank may sleep, i.e. COHORT_SPIN_US has passed
- * since *spin_until was 0 (it is the deadline; reset it to 0 on progress), or at once when the
- * node is oversubscribed or COHORT_SPIN_US is 0. */
-int cohort_p2p_spin_done(cohort_comm_t *comm, uint64_t *spin_until);
+/* The pace of one wait, shared by the core's wait loops (requests here, a transport's own
+ * collectives in core/coll/transport.c): spin COHORT_SPIN polls and COHORT_SPIN_US (yielding
+ * each poll when oversubscribed), then sleep on the endpoints' fds, COHORT_TIMEOUT per stall.
+ * Start it zeroed. */
+typedef struct cohort_pace {
+    unsigned spins;          /* fruitless polls since the last progress */
+    uint64_t spin_until;     /* end of the COHORT_SPIN_US window (0: not started) */
+    uint64_t deadline;       /* end of the stall allowed (0: not started) */
+    int armed;               /* progress() ran and a full pass found nothing: sleep next */
+} cohort_pace_t;
+/* Call after each pass over what the wait is for, saying whether the pass got anywhere.
+ * COHORT_SUCCESS: poll again; COHORT_ERR_TIMEOUT, without a message (the caller names what
+ * stalled): the stall exceeded COHORT_TIMEOUT; or the error of an endpoint's progress().
+ * periodic: also run progress() after every PROGRESS_EVERY-th pass while spinning. */
+cohort_status_t cohort_p2p_pace(cohort_comm_t *comm, cohort_pace_t *p, int progressed,
+                                int periodic);
 /* Runs every open endpoint's progress() once. */
 cohort_status_t cohort_p2p_progress(cohort_comm_t *comm);
 /* Send to one peer and receive from another (or the same), both posted before waiting. */

@@ -10,9 +10,7 @@
 #include "core/comm.h"
 #include "core/log.h"
 #include "core/p2p.h"
-#include "core/timeutil.h"
 
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,8 +22,6 @@ _Static_assert((int)COHORT_COLL_ALLREDUCE == COHORT_TP_ALLREDUCE &&
                (int)COHORT_COLL_ALLTOALL == COHORT_TP_ALLTOALL &&
                (int)COHORT_COLL_BARRIER == COHORT_TP_BARRIER,
                "core and plugin ABI number the collectives alike");
-
-#define SLEEP_POLL_MS 2
 
 const char *cohort_coll_transport_name(const cohort_comm_t *comm, const cohort_coll_args_t *a)
 {
@@ -50,10 +46,7 @@ cohort_status_t cohort_coll_transport(cohort_comm_t *comm, const cohort_coll_arg
                             p->name);
         return st;
     }
-    uint64_t deadline = 0;
-    unsigned spins = 0;
-    uint64_t spin_until = 0;
-    int armed = 0;
+    cohort_pace_t pace = { 0 };
     while (req) {
         int waiting_on = -1, moved = 0;
         st = ct->test(req, &waiting_on, &moved);
@@ -68,36 +61,20 @@ cohort_status_t cohort_coll_transport(cohort_comm_t *comm, const cohort_coll_arg
             return cohort_error(COHORT_ERR_ABORTED, "rank %d: %s interrupted: the communicator "
                                 "was aborted", comm->rank, cohort_comm_desc(comm));
         }
-        if (moved) {
-            spins = 0;
-            spin_until = 0;
-            armed = 0;
-            deadline = 0;
-        } else if (armed) {
-            uint64_t now = cohort_now_ns();
-            if (!deadline) {
-                deadline = now + (uint64_t)(comm->timeout_s * 1e9);
-            } else if (now > deadline) {
-                ct->cancel(req);
-                char who[96] = "no rank in particular";
-                if (waiting_on >= 0 && waiting_on < comm->nranks)
-                    snprintf(who, sizeof who, "rank %d (%s)", waiting_on,
-                             comm->peers[waiting_on].host);
-                return cohort_error(COHORT_ERR_TIMEOUT, "rank %d: %s (%s node collective) "
-                                    "stalled for %.0f s waiting on %s. Did every rank call it "
-                                    "with the same arguments? A peer that hangs or died? "
-                                    "COHORT_TIMEOUT sets the limit", comm->rank,
-                                    cohort_comm_desc(comm), p->name, comm->timeout_s, who);
-            }
-            cohort_p2p_idle(comm, SLEEP_POLL_MS);
-            armed = 0;
-            if ((st = cohort_p2p_progress(comm))) return st;
-        } else if (++spins >= comm->spin && cohort_p2p_spin_done(comm, &spin_until)) {
-            if ((st = cohort_p2p_progress(comm))) return st;
-            armed = 1;
-        } else if (comm->oversubscribed) {
-            sched_yield();
+        st = cohort_p2p_pace(comm, &pace, moved, 0);
+        if (st == COHORT_ERR_TIMEOUT) {
+            ct->cancel(req);
+            char who[96] = "no rank in particular";
+            if (waiting_on >= 0 && waiting_on < comm->nranks)
+                snprintf(who, sizeof who, "rank %d (%s)", waiting_on,
+                         comm->peers[waiting_on].host);
+            return cohort_error(COHORT_ERR_TIMEOUT, "rank %d: %s (%s node collective) stalled "
+                                "for %.0f s waiting on %s. Did every rank call it with the same "
+                                "arguments? A peer that hangs or died? COHORT_TIMEOUT sets the "
+                                "limit", comm->rank, cohort_comm_desc(comm), p->name,
+                                comm->timeout_s, who);
         }
+        if (st) return st;
     }
     return COHORT_SUCCESS;
 }
