@@ -1709,10 +1709,16 @@ static int shm_ep_fd(cohort_tp_ep_t epv)
 
 /* ---- node collectives (protocol in coll.c) ------------------------------------------------ */
 
+/* The connection to peer (built with the collective state), or NULL. */
+static shm_conn_t *conn_of(shm_ep_t *ep, int peer)
+{
+    return peer >= 0 && peer < ep->nranks && ep->by_peer ? ep->by_peer[peer] : NULL;
+}
+
 static cohort_status_t coll_peer_check(void *epv, int peer)
 {
     shm_ep_t *ep = epv;
-    shm_conn_t *c = peer >= 0 && peer < ep->nranks && ep->by_peer ? ep->by_peer[peer] : NULL;
+    shm_conn_t *c = conn_of(ep, peer);
     if (!c) return COHORT_SUCCESS;
     if (c->state == C_READY &&
         atomic_load_explicit(&c->ctl->closed[peer_side(c)], memory_order_acquire))
@@ -1728,7 +1734,7 @@ static cohort_status_t coll_peer_check(void *epv, int peer)
 static void coll_wake(void *epv, int peer)
 {
     shm_ep_t *ep = epv;
-    shm_conn_t *c = peer >= 0 && peer < ep->nranks && ep->by_peer ? ep->by_peer[peer] : NULL;
+    shm_conn_t *c = conn_of(ep, peer);
     if (!c || ep->wfd < 0 || !c->peer_salen) return;
     char b = 1;
     (void)sendto(ep->wfd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
@@ -1738,7 +1744,7 @@ static void coll_wake(void *epv, int peer)
 static int coll_read(void *epv, int peer, void *dst, uint64_t addr, size_t len)
 {
     shm_ep_t *ep = epv;
-    shm_conn_t *c = peer >= 0 && peer < ep->nranks && ep->by_peer ? ep->by_peer[peer] : NULL;
+    shm_conn_t *c = conn_of(ep, peer);
     if (!c || c->peer_pid <= 0) return -ESRCH;
     return cma_read(c->peer_pid, dst, addr, len);
 }
