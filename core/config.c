@@ -53,6 +53,17 @@ static const cohort_setting_t settings[] = {
     { "COHORT_LOCAL_RANK", NULL, "rank among this node's ranks (set by cohortrun)" },
     { "COHORT_LOCAL_SIZE", NULL, "ranks on this node (set by cohortrun)" },
     { "COHORT_HOSTID", NULL, "overrides the node identity (hostname + boot id) used to group ranks" },
+    { "COHORT_TOPO_FILE", NULL,
+      "hwloc XML file read instead of discovering this machine (tests, odd machines)" },
+    { "COHORT_TOPO_DUMP", NULL,
+      "file that rank 0 writes at communicator creation: the machine, node groups, rings and "
+      "the interface each rank chose" },
+    { "COHORT_HIERARCHICAL", "auto",
+      "hierarchical collectives (node shm + across nodes): auto (when every node has the same "
+      "number of ranks, 2 or more, over 2 or more nodes), 1 (force), 0 (flat rings)" },
+    { "COHORT_SOCKET_PROBE_MS", "1000",
+      "tcp: milliseconds to wait for a peer's interface to answer the reachability probe at "
+      "start-up (without COHORT_SOCKET_IFNAME every candidate interface is probed)" },
     { "COHORT_CONF", NULL, "settings file read after the environment (default ./cohort.conf, "
       "then /etc/cohort.conf)" },
 };

@@ -23,8 +23,7 @@ libcohort_la_SOURCES = \
 	core/p2p.c core/p2p.h \
 	core/api.c \
 	core/timeutil.h \
-	$(coll_sources) core/coll/transport.c \
-	topology/node.c topology/node.h
+	$(coll_sources) core/coll/transport.c
 libcohort_la_CFLAGS = $(AM_CFLAGS) -O3 $(VEC_CFLAGS) -pthread
 libcohort_la_LIBADD = -lpthread -lm
 libcohort_la_LDFLAGS = -version-info 0:0:0

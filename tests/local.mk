@@ -6,3 +6,4 @@ include tests/mp/cohortrun.mk
 include tests/mp/local.mk
 include tests/unit/shm_ring.mk
 include tests/unit/shm_coll.mk
+include tests/netns/local.mk
