@@ -1,7 +1,7 @@
 # topology/: node identity and the machine's topology through hwloc; linked into libcohort.
 topology_sources = \
 	topology/node.c topology/node.h \
-	topology/topo.h
+	topology/topo.c topology/topo.h
 libcohort_la_SOURCES += $(topology_sources)
 libcohort_la_CPPFLAGS = $(AM_CPPFLAGS) $(HWLOC_CFLAGS)
 libcohort_la_LIBADD += $(HWLOC_LIBS)
