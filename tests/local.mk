@@ -7,3 +7,4 @@ include tests/mp/local.mk
 include tests/unit/shm_ring.mk
 include tests/unit/shm_coll.mk
 include tests/netns/local.mk
+include tests/unit/topo.mk
