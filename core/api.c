@@ -194,6 +194,25 @@ static cohort_status_t run(cohort_comm_t *comm, cohort_coll_args_t *a, const cha
     return st;
 }
 
+cohort_status_t cohort_coll_run(cohort_comm_t *comm, cohort_comm_t *sub, cohort_coll_args_t *a,
+                                const char *phase)
+{
+    cohort_status_t st = run(sub, a, cohort_coll_name(a->coll));
+    if (st == COHORT_SUCCESS) return st;
+    /* Name the parent's ranks: the sub-communicator's own numbers would mislead. */
+    char who[160] = "";
+    int used = 0, me = comm->rank;
+    for (int r = 0; r < comm->nranks && used < (int)sizeof who - 16; r++) {
+        int in = sub == comm->hier_node ? comm->node_of[r] == comm->node_of[me]
+                                        : comm->local_of[r] == comm->local_of[me];
+        if (in) used += snprintf(who + used, sizeof who - (size_t)used, "%s%d", used ? "," : "", r);
+    }
+    cohort_error_prefix("rank %d: hierarchical %s, %s among ranks %s (below, ranks are numbered "
+                        "within that group)", me,
+                        comm->cur ? cohort_coll_name(comm->cur->coll) : "?", phase, who);
+    return st;
+}
+
 cohort_status_t cohort_allreduce(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
                                  size_t count, cohort_dtype_t dtype, cohort_op_t op)
 {

@@ -4,6 +4,8 @@
 #include "core/coll/coll.h"
 #include "core/config.h"
 #include "core/hmac.h"
+#include "core/jobtopo.h"
+#include "core/netif.h"
 #include "core/log.h"
 #include "core/p2p.h"
 #include "core/timeutil.h"
@@ -18,7 +20,7 @@
 
 #define SUBSYS "init"
 #define CARD_MAGIC 0x44524143u   /* "CARD" */
-#define CARD_VERSION 1u
+#define CARD_VERSION 2u
 #define CARD_PLUGINS 8
 
 typedef struct card_plugin {
@@ -44,6 +46,10 @@ typedef struct card {
     char algo[128];
     char hostid[COHORT_HOSTID_MAX];
     char hostname[64];
+    int32_t package, numa, core;  /* place (core/jobtopo.h), -1 unknown */
+    char cpus[64];
+    char nic[32];                 /* first interface a network transport would use */
+    char netifs[224];             /* the interfaces allowed here, for messages */
     char errmsg[256];
     card_plugin_t plugins[CARD_PLUGINS];
 } card_t;
@@ -110,6 +116,7 @@ const cohort_algo_spec_t *cohort_coll_algo_spec(const cohort_comm_t *comm)
 static cohort_status_t read_settings(cohort_comm_t *c)
 {
     c->coll_plugin = -1;
+    c->ring_pos = -1;
     c->timeout_s = 300;
     long chunk = 262144, spin = 200, spin_us = 500;
     cohort_status_t st = cohort_config_double("COHORT_TIMEOUT", 0.1, 1e7, &c->timeout_s);
@@ -121,6 +128,7 @@ static cohort_status_t read_settings(cohort_comm_t *c)
     c->spin = (unsigned)spin;
     const char *algo = cohort_config_get("COHORT_ALGO");
     if (!st && algo && *algo) st = cohort_algo_spec_parse("COHORT_ALGO", algo, &c->algo_spec);
+    if (!st) st = cohort_job_hier_mode(&c->hier_mode);
     return st;
 }
 
@@ -139,6 +147,35 @@ static void fill_card(card_t *card, cohort_comm_t *c, int member, int64_t key)
     snprintf(card->algo, sizeof card->algo, "%s", algo ? algo : "");
     cohort_node_id(card->hostid, sizeof card->hostid);
     cohort_node_hostname(card->hostname, sizeof card->hostname);
+    const char *hid = cohort_config_get("COHORT_HOSTID");
+    if (hid && *hid && strcmp(hid, card->hostname)) {   /* name the node as the user did */
+        size_t hl = strlen(card->hostname);
+        if (hl < sizeof card->hostname - 2)
+            snprintf(card->hostname + hl, sizeof card->hostname - hl, ":%s", hid);
+    }
+    if (!member) return;
+    cohort_place_t p;
+    cohort_job_place(&p);
+    card->package = p.package;
+    card->numa = p.numa;
+    card->core = p.core;
+    snprintf(card->cpus, sizeof card->cpus, "%s", p.cpus);
+    const cohort_netif_t *ifs = NULL;
+    int nifs = 0;
+    if (cohort_netifs(&ifs, &nifs) == COHORT_SUCCESS) {
+        size_t used = 0;
+        for (int i = 0; i < nifs && used < sizeof card->netifs - 1; i++) {
+            char one[96];
+            cohort_netif_format(&ifs[i], one, sizeof one);
+            used += (size_t)snprintf(card->netifs + used, sizeof card->netifs - used, "%s%s",
+                                     i ? ", " : "", one);
+        }
+        if (nifs > 0) snprintf(card->nic, sizeof card->nic, "%.31s", ifs[0].name);
+    } else {
+        snprintf(card->netifs, sizeof card->netifs, "(%s)", cohort_last_error());
+        cohort_error_clear();
+    }
+    if (!card->netifs[0]) snprintf(card->netifs, sizeof card->netifs, "none");
 }
 
 /* Opens an endpoint on every loaded plugin and records the addresses in the card. */
@@ -381,10 +418,137 @@ static void coll_candidate(cohort_comm_t *c, status_msg_t *sm)
     sm->coll_mask = mask;
 }
 
+/* Node index of every rank (nodes numbered in the order of their lowest rank), its rank within
+ * its node, and the ring order from everyone's place (topology/topo.h: nodes contiguous, then
+ * package, NUMA node, core). */
+static cohort_status_t build_layout(cohort_comm_t *c, const card_t *cards, const int *members,
+                                    int n)
+{
+    c->ring = malloc((size_t)n * sizeof *c->ring);
+    c->node_of = malloc((size_t)n * sizeof *c->node_of);
+    c->local_of = malloc((size_t)n * sizeof *c->local_of);
+    cohort_rank_loc_t *locs = malloc((size_t)n * sizeof *locs);
+    int *per_node = calloc((size_t)n, sizeof *per_node);
+    if (!c->ring || !c->node_of || !c->local_of || !locs || !per_node) {
+        free(locs);
+        free(per_node);
+        return cohort_error(COHORT_ERR_NO_MEMORY, "no memory for the layout of %d ranks", n);
+    }
+    int nodes = 0;
+    for (int r = 0; r < n; r++) {
+        const card_t *cr = &cards[members[r]];
+        int d = -1;
+        for (int q = 0; q < r && d < 0; q++)
+            if (!strcmp(cards[members[q]].hostid, cr->hostid)) d = c->node_of[q];
+        if (d < 0) d = nodes++;
+        c->node_of[r] = d;
+        c->local_of[r] = per_node[d]++;
+        locs[r] = (cohort_rank_loc_t){ d, cr->package, cr->numa, cr->core };
+    }
+    cohort_topo_ring(locs, n, c->ring);
+    for (int p = 0; p < n; p++)
+        if (c->ring[p] == c->rank) c->ring_pos = p;
+    c->hier_even = 1;
+    for (int d = 1; d < nodes; d++)
+        if (per_node[d] != per_node[0]) c->hier_even = 0;
+    free(locs);
+    free(per_node);
+    if (c->ring_pos < 0)
+        return cohort_error(COHORT_ERR_INTERNAL, "rank %d is missing from the ring order built "
+                            "from the topology; this is a bug in cohort, please report it",
+                            c->rank);
+    return COHORT_SUCCESS;
+}
+
+const int *cohort_coll_ring(const cohort_comm_t *comm, int *pos)
+{
+    static const int single[1] = { 0 };
+    if (!comm->ring) {
+        *pos = 0;
+        return single;
+    }
+    *pos = comm->ring_pos;
+    return comm->ring;
+}
+
+int cohort_coll_hier(cohort_comm_t *comm, cohort_hier_view_t *h)
+{
+    if (!comm->hier_node || !comm->hier_cross) return 0;
+    *h = (cohort_hier_view_t){ comm->hier_node, comm->hier_cross, comm->hier_even,
+                               comm->node_count, comm->node_of, comm->local_of };
+    return 1;
+}
+
+typedef struct hier_msg {
+    int32_t status;
+    char msg[236];
+} hier_msg_t;
+
+/* Hierarchical collectives run on this rank's node group and on its peers of the same local
+ * rank on the other nodes, as communicators of their own (so the node's gets the shm
+ * transport's node collectives). Made when COHORT_HIERARCHICAL allows and the job spans two or
+ * more nodes with two or more ranks on one of them (auto: on every node, evenly). Every rank
+ * makes both (the splits are collective), then all agree: a failure anywhere leaves every rank
+ * on the flat algorithms, with a WARN saying who failed and why. *plan describes the result. */
+static void hier_setup(cohort_comm_t *c, char *plan, size_t planlen)
+{
+    int nodes = c->node_count, maxl = 0;
+    for (int r = 0; r < c->nranks; r++)
+        maxl = c->local_of[r] + 1 > maxl ? c->local_of[r] + 1 : maxl;
+    const char *why = NULL;
+    if (nodes < 2) why = "one node";
+    else if (maxl < 2) why = "one rank per node";
+    else if (c->hier_mode == COHORT_HIER_OFF) why = "COHORT_HIERARCHICAL=0";
+    else if (c->hier_mode == COHORT_HIER_AUTO && !c->hier_even)
+        why = "nodes have different numbers of ranks (COHORT_HIERARCHICAL=1 forces a "
+              "leader-based plan)";
+    if (why) {
+        snprintf(plan, planlen, "flat: %s", why);
+        return;
+    }
+    cohort_comm_t *node = NULL, *cross = NULL;
+    hier_msg_t mine = { 0, "" }, *all = calloc((size_t)c->nranks, sizeof *all);
+    cohort_status_t st = cohort_comm_split(c, c->node_of[c->rank], c->rank, &node);
+    if (st) snprintf(mine.msg, sizeof mine.msg, "node group: %s", cohort_last_error());
+    cohort_status_t st2 = cohort_comm_split(c, c->local_of[c->rank], c->rank, &cross);
+    if (st2 && !st) snprintf(mine.msg, sizeof mine.msg, "across nodes: %s", cohort_last_error());
+    mine.status = st ? st : st2;
+    cohort_bootstrap_t *boot = NULL;
+    cohort_status_t bst = all ? cohort_bootstrap_comm(c, &boot) : COHORT_ERR_NO_MEMORY;
+    if (!bst) {
+        bst = boot->allgather(boot, &mine, all, sizeof mine);
+        boot->close(boot);
+    }
+    int bad = bst ? c->rank : -1;
+    for (int r = 0; r < c->nranks && bad < 0; r++)
+        if (all[r].status) bad = r;
+    if (bad >= 0) {
+        cohort_comm_destroy(node);
+        cohort_comm_destroy(cross);
+        if (c->rank == 0 || bad == c->rank)
+            COHORT_WARN(SUBSYS, "hierarchical collectives are off: rank %d could not set them "
+                        "up: %.236s", bad, bst ? cohort_last_error() : all[bad].msg);
+        snprintf(plan, planlen, "flat: rank %d could not set up the hierarchy", bad);
+    } else {
+        c->hier_node = node;
+        c->hier_cross = cross;
+        snprintf(plan, planlen, "hierarchical (%s): node groups over %s, then %s across nodes",
+                 c->hier_even ? "every node drives its shards: node reduce-scatter, allreduce "
+                                "of each shard among equal local ranks, node allgather"
+                              : "uneven nodes, leader plan: node reduce to local rank 0, "
+                                "allreduce among the leaders, node broadcast",
+                 node->coll_plugin >= 0 ? node->plugins[node->coll_plugin]->name
+                                        : "point-to-point",
+                 cross->nranks > 1 ? cohort_comm_peer_transport(cross, cross->rank ? 0 : 1)
+                                   : "nothing");
+    }
+    free(all);
+}
+
 /* After a local failure, still takes part in the remaining exchange rounds so that the other
  * ranks learn about it instead of waiting. */
 static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_t comm_id,
-                                   int64_t key, cohort_comm_t **out)
+                                   int64_t key, int world, cohort_comm_t **out)
 {
     *out = NULL;
     int nboot = boot->nranks, me = boot->rank, n = 0;
@@ -503,13 +667,18 @@ static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_
             for (int b = a + 1; b < n && !st; b++)
                 if (choose(cards, rows, nboot, members[a], members[b]) < 0) {
                     char pa[128], pb[128];
-                    describe_plugins(&cards[members[a]], pa, sizeof pa);
-                    describe_plugins(&cards[members[b]], pb, sizeof pb);
+                    const card_t *ca = &cards[members[a]], *cb = &cards[members[b]];
+                    describe_plugins(ca, pa, sizeof pa);
+                    describe_plugins(cb, pb, sizeof pb);
                     st = cohort_error(COHORT_ERR_MISMATCH, "no transport connects rank %d (%s, "
-                                      "loaded: %s) and rank %d (%s, loaded: %s); load the same "
-                                      "transports everywhere (COHORT_TRANSPORTS) or check "
-                                      "COHORT_SOCKET_IFNAME", a, cards[members[a]].hostname, pa,
-                                      b, cards[members[b]].hostname, pb);
+                                      "loaded: %s; interfaces: %.224s) and rank %d (%s, loaded: "
+                                      "%s; interfaces: %.224s): none of the interfaces answered "
+                                      "from the other side (COHORT_DEBUG=INFO shows each probe). "
+                                      "Load the same transports everywhere (COHORT_TRANSPORTS) "
+                                      "and set COHORT_SOCKET_IFNAME to interfaces the hosts "
+                                      "share (e.g. eth,ens for different names per host)", a,
+                                      ca->hostname, pa, ca->netifs, b, cb->hostname, pb,
+                                      cb->netifs);
                 }
         int hosts = 0;
         for (int r = 0; r < n && !st; r++) {
@@ -545,6 +714,7 @@ static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_
             }
         }
         c->node_count = hosts;
+        if (!st) st = build_layout(c, cards, members, n);
         /* More local ranks than usable cores: waits must yield, not spin (see p2p.c). */
         cpu_set_t cpus;
         int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus)
@@ -591,6 +761,23 @@ static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_
     }
 out:
     if (!st && member) {
+        char plan[400];
+        hier_setup(c, plan, sizeof plan);
+        const char *dump = cohort_config_get("COHORT_TOPO_DUMP");
+        if (world && c->rank == 0 && dump && *dump) {
+            cohort_job_rank_t *jr = calloc((size_t)n, sizeof *jr);
+            if (jr) {
+                for (int r = 0; r < n; r++) {
+                    const card_t *cr = &cards[members[r]];
+                    jr[r] = (cohort_job_rank_t){ c->node_of[r], c->local_of[r], cr->package,
+                                                 cr->numa, cr->core, "", cr->hostname, cr->nic };
+                    snprintf(jr[r].cpus, sizeof jr[r].cpus, "%s", cr->cpus);
+                }
+                if (cohort_job_dump(dump, jr, n, c->ring, plan) == COHORT_SUCCESS)
+                    cohort_log(COHORT_LOG_INFO, SUBSYS, "topology report written to %s", dump);
+                free(jr);
+            }
+        }
         if (c->rank == 0) {
             char tp[256] = "";
             size_t used = 0;
@@ -601,11 +788,18 @@ out:
                     used += (size_t)snprintf(tp + used, sizeof tp - used, "%s%s (%d peers)",
                                              used ? ", " : "", c->plugins[i]->name, users);
             }
+            char ring[160] = "";
+            for (int p = 0, rl = 0; p < n && rl < (int)sizeof ring - 16; p++)
+                rl += snprintf(ring + rl, sizeof ring - (size_t)rl, "%s%d", p ? " " : "; ring ",
+                               c->ring[p]);
+            if (n > 24) snprintf(ring, sizeof ring, "; ring of %d ranks (COHORT_TOPO_DUMP "
+                                 "shows it)", n);
             cohort_log(COHORT_LOG_INFO, SUBSYS, "communicator %016llx ready: %d ranks on %d "
-                       "node(s); rank 0 uses %s%s%s", (unsigned long long)c->comm_id, n,
+                       "node(s); rank 0 uses %s%s%s%s%s%s", (unsigned long long)c->comm_id, n,
                        c->node_count, n > 1 ? tp : "no transport (single rank)",
                        c->coll_plugin >= 0 ? "; collectives run by " : "",
-                       c->coll_plugin >= 0 ? c->plugins[c->coll_plugin]->name : "");
+                       c->coll_plugin >= 0 ? c->plugins[c->coll_plugin]->name : "", ring,
+                       c->node_count > 1 ? "; " : "", c->node_count > 1 ? plan : "");
         }
         *out = c;
     } else {
@@ -662,7 +856,7 @@ cohort_status_t cohort_comm_init(cohort_comm_t **comm)
         *comm = c;
         return COHORT_SUCCESS;
     }
-    st = comm_create(boot, 1, comm_id, id.rank, comm);
+    st = comm_create(boot, 1, comm_id, id.rank, 1, comm);
     if (st && boot->fail) boot->fail(boot, cohort_last_error());
     boot->close(boot);
     if (server) {
@@ -719,7 +913,7 @@ cohort_status_t cohort_comm_init_oob(int rank, int nranks, cohort_oob_allgather_
     st = boot->allgather(boot, &id, ids, sizeof id);
     uint64_t comm_id = ids[0];
     free(ids);
-    if (!st) st = comm_create(boot, 1, comm_id, rank, comm);
+    if (!st) st = comm_create(boot, 1, comm_id, rank, 1, comm);
     boot->close(boot);
     return st;
 }
@@ -753,7 +947,7 @@ cohort_status_t cohort_comm_split(cohort_comm_t *comm, int color, int key, cohor
     cohort_bootstrap_t *boot;
     if ((st = cohort_bootstrap_comm(comm, &boot))) return st;
     int64_t k = (int64_t)key * (1 << 24) + comm->rank;   /* ties broken by parent rank */
-    st = comm_create(boot, color >= 0, h, k, out);
+    st = comm_create(boot, color >= 0, h, k, 0, out);
     boot->close(boot);
     if (!st && color < 0) *out = NULL;
     return st;
@@ -764,6 +958,8 @@ cohort_status_t cohort_comm_abort(cohort_comm_t *comm)
     cohort_status_t st = cohort_comm_check(comm, "cohort_comm_abort");
     if (st) return st;
     atomic_store(&comm->aborted, 1);
+    if (comm->hier_node) atomic_store(&comm->hier_node->aborted, 1);
+    if (comm->hier_cross) atomic_store(&comm->hier_cross->aborted, 1);
     cohort_log(COHORT_LOG_WARN, SUBSYS, "communicator %016llx aborted by rank %d",
                (unsigned long long)comm->comm_id, comm->rank);
     return COHORT_SUCCESS;
@@ -774,6 +970,8 @@ cohort_status_t cohort_comm_destroy(cohort_comm_t *comm)
     if (!comm) return COHORT_SUCCESS;
     cohort_status_t st = cohort_comm_check(comm, "cohort_comm_destroy");
     if (st) return st;
+    cohort_comm_destroy(comm->hier_node);
+    cohort_comm_destroy(comm->hier_cross);
     for (int p = 0; comm->peers && p < comm->nranks; p++) {
         cohort_peer_t *peer = &comm->peers[p];
         if (peer->conn && peer->plugin >= 0)
@@ -784,6 +982,9 @@ cohort_status_t cohort_comm_destroy(cohort_comm_t *comm)
     if (comm->plugins) cohort_plugins_release();
     free(comm->peers);
     free(comm->eps);
+    free(comm->ring);
+    free(comm->node_of);
+    free(comm->local_of);
     free(comm->scratch[0]);
     free(comm->scratch[1]);
     comm->magic = COHORT_COMM_DEAD;

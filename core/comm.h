@@ -42,6 +42,16 @@ struct cohort_comm {
                                             it and it has an ABI 1.1 coll table); -1: none */
     unsigned coll_mask;                  /* its collectives: 1u << cohort_coll_t */
 
+    /* The job's shape (core/jobtopo.h): ring order of the ring algorithms, node of each rank */
+    int *ring;                           /* ring[pos] = rank; NULL: rank order */
+    int ring_pos;
+    int *node_of, *local_of;             /* per rank: node index, rank within its node */
+    /* Hierarchy (the core/coll hier algorithms): this rank's node and its peers of the same local rank on
+     * the other nodes, as communicators of their own; NULL when not hierarchical. */
+    struct cohort_comm *hier_node, *hier_cross;
+    int hier_mode;                       /* COHORT_HIER_* */
+    int hier_even;                       /* every node has the same number of ranks */
+
     int oversubscribed;                  /* more ranks on this node than cores we may run on */
     unsigned spin;                       /* COHORT_SPIN: fruitless polls before sleeping */
     uint64_t spin_ns;                    /* COHORT_SPIN_US: and this long, unless oversubscribed */

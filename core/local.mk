@@ -6,7 +6,8 @@ coll_sources = \
 	core/coll/broadcast_chain.c core/coll/broadcast_tree.c \
 	core/coll/reduce_tree.c \
 	core/coll/allgather_ring.c core/coll/reduce_scatter_ring.c \
-	core/coll/alltoall_pairwise.c core/coll/barrier_dissemination.c
+	core/coll/alltoall_pairwise.c core/coll/barrier_dissemination.c \
+	core/coll/allreduce_hier.c core/coll/broadcast_hier.c core/coll/allgather_hier.c
 
 lib_LTLIBRARIES += libcohort.la
 libcohort_la_SOURCES = \
@@ -20,6 +21,7 @@ libcohort_la_SOURCES = \
 	core/plugin_loader.c core/plugin_loader.h \
 	core/bootstrap.c core/bootstrap.h \
 	core/comm.c core/comm.h \
+	core/jobtopo.c core/jobtopo.h \
 	core/p2p.c core/p2p.h \
 	core/api.c \
 	core/timeutil.h \

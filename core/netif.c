@@ -1,5 +1,6 @@
 /* This host's network interfaces, and the COHORT_SOCKET_IFNAME filter over them. */
 #include "core/netif.h"
+#include "core/jobtopo.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "core/parse.h"
@@ -133,15 +134,28 @@ static cohort_status_t build_list(const char *spec_text, cohort_netif_t **out, i
                                 "interfaces that exist: %s", spec_text, have[0] ? have : "none");
         }
     } else {
-        /* stable sort by default rank */
-        for (int cls = 0; cls <= 5; cls++)
-            for (int i = k; i < n; i++)
-                if (default_rank(&all[i]) == cls) {
-                    cohort_netif_t t = all[i];
-                    memmove(&all[k + 1], &all[k], (size_t)(i - k) * sizeof *all);
-                    all[k++] = t;
-                }
+        k = n;
     }
+    /* Real interfaces first, then virtual bridges, then loopback (IPv4 before IPv6 in each);
+     * inside each class the ones nearest to this process's cores first (hwloc PCI locality),
+     * ties in the system's order. */
+    int *cls = malloc((size_t)(k ? k : 1) * sizeof *cls);
+    if (!cls) {
+        free(all);
+        return cohort_error(COHORT_ERR_NO_MEMORY, "no memory to order %d interfaces", k);
+    }
+    for (int i = 0; i < k; i++) cls[i] = default_rank(&all[i]);
+    for (int c = 0, j = 0; c <= 5; c++)     /* stable sort by class */
+        for (int i = j; i < k; i++)
+            if (cls[i] == c) {
+                cohort_netif_t t = all[i];
+                memmove(&all[j + 1], &all[j], (size_t)(i - j) * sizeof *all);
+                memmove(&cls[j + 1], &cls[j], (size_t)(i - j) * sizeof *cls);
+                all[j] = t;
+                cls[j++] = c;
+            }
+    cohort_job_order_netifs(all, cls, k);
+    free(cls);
     *out = all;
     *count = k;
     return COHORT_SUCCESS;

@@ -4,6 +4,8 @@
  * The buffer is cut into n segments whose sizes differ by at most one element (segments are empty
  * when count < n; empty ones are skipped by both ends, which agree because both know count).
  *
+ * Ranks below are ring positions (cohort_coll_ring: the topology's order), not rank numbers.
+ *
  * Reduce-scatter, step s = 0 .. n-2: send segment (rank - s) to rank + 1, receive segment
  * (rank - s - 1) from rank - 1 and reduce it with our own data of that segment. Inside a step the
  * segment travels in chunks of cohort_coll_chunk_size() bytes (whole elements; core/coll/ring_step.c): PIPE_DEPTH
@@ -60,11 +62,14 @@ static cohort_status_t xfer(cohort_comm_t *comm, int dst, const void *sbuf, size
 
 cohort_status_t cohort_allreduce_ring(cohort_comm_t *comm, const cohort_coll_args_t *a)
 {
-    int rank = cohort_comm_rank(comm), n = cohort_comm_size(comm);
+    /* Segments are numbered by ring position (cohort_coll_ring), so "rank" below is this
+     * rank's position and right/left its ring neighbours. */
+    int rank, n = cohort_comm_size(comm);
+    const int *ring = cohort_coll_ring(comm, &rank);
     size_t es = a->esize, count = a->count;
     const char *sendbuf = a->sendbuf;
     char *recvbuf = a->recvbuf;
-    int right = (rank + 1) % n, left = (rank + n - 1) % n;
+    int right = ring[(rank + 1) % n], left = ring[(rank + n - 1) % n];
     cohort_status_t st = COHORT_SUCCESS;
 
     if (count == 0 || es == 0)

@@ -1,4 +1,5 @@
-/* Pipelined chain broadcast for large messages: root -> root+1 -> ... -> root+n-1 (mod n).
+/* Pipelined chain broadcast for large messages along the ring (cohort_coll_ring), starting at
+ * the root: root -> the next position -> ... -> the position before the root's.
  *
  * The buffer travels in chunks of cohort_coll_chunk_size() bytes (whole elements). A rank keeps
  * RECV_AHEAD receives posted straight into the user buffer and forwards chunk k to its successor
@@ -19,7 +20,7 @@
 
 cohort_status_t cohort_broadcast_chain(cohort_comm_t *comm, const cohort_coll_args_t *a)
 {
-    int rank = cohort_comm_rank(comm), n = cohort_comm_size(comm);
+    int n = cohort_comm_size(comm);
     size_t es = a->esize, count = a->count;
     char *buf = a->recvbuf;
     cohort_status_t st = COHORT_SUCCESS;
@@ -27,9 +28,13 @@ cohort_status_t cohort_broadcast_chain(cohort_comm_t *comm, const cohort_coll_ar
     if (count == 0 || es == 0 || n == 1)
         return COHORT_SUCCESS;
 
-    int v = (rank - a->root + n) % n;                       /* position in the chain */
-    int next = v + 1 < n ? (a->root + v + 1) % n : -1;
-    int prev = v > 0 ? (a->root + v - 1) % n : -1;
+    int pos, rpos = 0;
+    const int *ring = cohort_coll_ring(comm, &pos);
+    while (rpos < n && ring[rpos] != a->root)
+        rpos++;
+    int v = (pos - rpos + n) % n;                           /* position in the chain */
+    int next = v + 1 < n ? ring[(rpos + v + 1) % n] : -1;
+    int prev = v > 0 ? ring[(rpos + v - 1) % n] : -1;
     size_t ce = cohort_coll_chunk_size(comm) / es;
     if (ce == 0)
         ce = 1;

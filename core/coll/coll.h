@@ -43,6 +43,25 @@ typedef struct cohort_algo {
 /* A scratch buffer of at least bytes, owned by comm, reused across calls; NULL only on ENOMEM
  * (after cohort_error). Two independent slots (0 and 1). */
 void *cohort_coll_scratch(cohort_comm_t *comm, int slot, size_t bytes);
+/* The ring order the ring and chain algorithms follow (implemented in core/comm.c): ring[pos] is
+ * the rank at position pos, *pos receives this rank's position. Built from the topology (nodes
+ * contiguous, then package, NUMA node and core); the identity when nothing is known. */
+const int *cohort_coll_ring(const cohort_comm_t *comm, int *pos);
+/* The hierarchy (core/comm.c), for the *_hier algorithms: 0 when the communicator has none. */
+typedef struct cohort_hier_view {
+    cohort_comm_t *node;         /* this rank's node group (node ranks in rank order) */
+    cohort_comm_t *cross;        /* the ranks with this rank's local rank, one per node that has
+                                    one, in rank order */
+    int even;                    /* every node has the same number of ranks */
+    int nodes;
+    const int *node_of, *local_of;   /* per rank of the parent */
+} cohort_hier_view_t;
+int cohort_coll_hier(cohort_comm_t *comm, cohort_hier_view_t *h);
+/* Runs a collective on a hierarchy's sub-communicator sub (h.node or h.cross) for comm's
+ * collective in progress; a failure's message is prefixed with the phase and the parent ranks
+ * it involved. a->esize is set by the callee. */
+cohort_status_t cohort_coll_run(cohort_comm_t *comm, cohort_comm_t *sub, cohort_coll_args_t *a,
+                                const char *phase);
 /* Pipeline chunk size in bytes (COHORT_CHUNK_SIZE). */
 size_t cohort_coll_chunk_size(const cohort_comm_t *comm);
 /* Parsed COHORT_ALGO of this communicator (never NULL; may be empty). */
@@ -77,5 +96,8 @@ cohort_status_t cohort_allgather_ring(cohort_comm_t *comm, const cohort_coll_arg
 cohort_status_t cohort_reduce_scatter_ring(cohort_comm_t *comm, const cohort_coll_args_t *a);
 cohort_status_t cohort_alltoall_pairwise(cohort_comm_t *comm, const cohort_coll_args_t *a);
 cohort_status_t cohort_barrier_dissemination(cohort_comm_t *comm, const cohort_coll_args_t *a);
+cohort_status_t cohort_allreduce_hier(cohort_comm_t *comm, const cohort_coll_args_t *a);
+cohort_status_t cohort_broadcast_hier(cohort_comm_t *comm, const cohort_coll_args_t *a);
+cohort_status_t cohort_allgather_hier(cohort_comm_t *comm, const cohort_coll_args_t *a);
 
 #endif

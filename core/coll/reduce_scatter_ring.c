@@ -1,10 +1,11 @@
 /* Ring reduce-scatter: n-1 steps over n blocks of recvcount elements; rank r ends with the
- * reduced block r.
+ * reduced block r. The ring is cohort_coll_ring's: below, p is this rank's position, B(q) the
+ * block of the rank at position q.
  *
- * Step s = 0 .. n-2: send the partial result of block (r - s - 1) to r + 1 (at step 0 that is
- * our own data, straight from sendbuf), receive the partial result of block (r - s - 2) from
- * r - 1 and combine it with our own data of that block. At the last step the block received is
- * block r itself and its result goes to recvbuf.
+ * Step s = 0 .. n-2: send the partial result of B(p - s - 1) to position p + 1 (at step 0 that
+ * is our own data, straight from sendbuf), receive the partial result of B(p - s - 2) from
+ * position p - 1 and combine it with our own data of that block. At the last step the block
+ * received is B(p), our own, and its result goes to recvbuf.
  *
  * Inside a step a block travels in chunks of cohort_coll_chunk_size() bytes: PIPE_DEPTH receives
  * are posted ahead into scratch slot 0 and each chunk is reduced as soon as it arrives.
@@ -37,7 +38,7 @@ static int overlaps(const void *a, const void *b, size_t len)
 
 cohort_status_t cohort_reduce_scatter_ring(cohort_comm_t *comm, const cohort_coll_args_t *a)
 {
-    int rank = cohort_comm_rank(comm), n = cohort_comm_size(comm);
+    int n = cohort_comm_size(comm);
     size_t es = a->esize, rc = a->count, bytes = rc * es;
     const char *sendbuf = a->sendbuf;
     char *recvbuf = a->recvbuf;
@@ -56,8 +57,10 @@ cohort_status_t cohort_reduce_scatter_ring(cohort_comm_t *comm, const cohort_col
     if ((st = cohort_ring_init(&c, comm, a, rc)) != COHORT_SUCCESS)
         return st;
 
+    int pos;
+    const int *ring = cohort_coll_ring(comm, &pos);
     /* The block sent at the last step: an accumulator when n > 2, our own data when n == 2. */
-    int last_sblk = (rank + 1) % n;   /* (r - (n-2) - 1) mod n */
+    int last_sblk = ring[(pos + 1) % n];   /* B(p - (n-2) - 1) */
     int direct = n > 2 || !overlaps(recvbuf, sendbuf + (size_t)last_sblk * bytes, bytes);
     char *acc = NULL;
     if (n > 2 || !direct) {
@@ -66,10 +69,10 @@ cohort_status_t cohort_reduce_scatter_ring(cohort_comm_t *comm, const cohort_col
             return COHORT_ERR_NO_MEMORY;
     }
 
-    int right = (rank + 1) % n, left = (rank + n - 1) % n;
+    int right = ring[(pos + 1) % n], left = ring[(pos + n - 1) % n];
     for (int s = 0; s < n - 1; s++) {
-        int sblk = ((rank - s - 1) % n + n) % n;
-        int rblk = ((rank - s - 2) % n + n) % n;
+        int sblk = ring[((pos - s - 1) % n + n) % n];
+        int rblk = ring[((pos - s - 2) % n + n) % n];
         const char *src = s == 0 ? sendbuf + (size_t)sblk * bytes : acc + (size_t)((s - 1) % 2) * bytes;
         int last = s == n - 2;
         char *out = last && direct ? recvbuf : acc + (size_t)(s % 2) * bytes;

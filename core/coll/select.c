@@ -13,6 +13,10 @@
  *  - broadcast: binomial tree (log2 n steps, whole message each) up to TREE_MAX_BYTES, pipelined
  *    chain above (time ~ S/bandwidth + (n-2) chunk latencies).
  *  - the other collectives have one algorithm each.
+ * On a communicator with a hierarchy (several nodes, core/comm.c; COHORT_HIERARCHICAL), allreduce
+ * and broadcast run "hier" and so does allgather when the nodes have equal numbers of ranks.
+ * COHORT_ALGO=<coll>:hier where there is no hierarchy (one node, or the node and cross
+ * communicators themselves, which inherit the setting) falls back to the choice by size.
  */
 #include <stdio.h>
 #include <string.h>
@@ -45,6 +49,9 @@ static const cohort_algo_t algos[] = {
     {COHORT_COLL_REDUCE_SCATTER, "ring", cohort_reduce_scatter_ring},
     {COHORT_COLL_ALLTOALL, "pairwise", cohort_alltoall_pairwise},
     {COHORT_COLL_BARRIER, "dissemination", cohort_barrier_dissemination},
+    {COHORT_COLL_ALLREDUCE, "hier", cohort_allreduce_hier},
+    {COHORT_COLL_BROADCAST, "hier", cohort_broadcast_hier},
+    {COHORT_COLL_ALLGATHER, "hier", cohort_allgather_hier},
 };
 #define NALGOS ((int)(sizeof(algos) / sizeof(algos[0])))
 
@@ -82,6 +89,12 @@ cohort_status_t cohort_coll_select(cohort_comm_t *comm, const cohort_coll_args_t
     const cohort_algo_spec_t *spec = comm ? cohort_coll_algo_spec(comm) : NULL;
     const char *want = spec ? cohort_algo_spec_get(spec, cname) : NULL;
 
+    cohort_hier_view_t h;
+    int hier = comm && cohort_coll_hier(comm, &h) &&
+               (a->coll == COHORT_COLL_ALLREDUCE || a->coll == COHORT_COLL_BROADCAST ||
+                (a->coll == COHORT_COLL_ALLGATHER && h.even));
+    if (want && !strcmp(want, "hier") && !hier && find(a->coll, want))
+        want = NULL;   /* no hierarchy here: by size */
     if (want && *want) {
         const cohort_algo_t *f = find(a->coll, want);
         if (!f) {
@@ -107,6 +120,10 @@ cohort_status_t cohort_coll_select(cohort_comm_t *comm, const cohort_coll_args_t
 
     size_t bytes = a->count * a->esize;
     const char *name;
+    if (hier) {
+        *algo = find(a->coll, "hier");
+        return COHORT_SUCCESS;
+    }
     switch (a->coll) {
     case COHORT_COLL_ALLREDUCE:
         name = bytes <= (cohort_comm_size(comm) == 2 ? RD_MAX_BYTES_2 : RD_MAX_BYTES) ? "rd"

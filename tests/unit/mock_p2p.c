@@ -65,6 +65,7 @@ struct mock_world {
     cohort_status_t fail_status;
     mock_stats_t stats;
     struct cohort_comm *comms;
+    int *ring, *pos;            /* ring order (cohort_coll_ring) and each rank's position */
 };
 
 mock_world_t *mock_world_create(int nranks)
@@ -78,7 +79,11 @@ mock_world_t *mock_world_create(int nranks)
     w->q = calloc((size_t)nranks * (size_t)nranks, sizeof(*w->q));
     w->comms = calloc((size_t)nranks, sizeof(*w->comms));
     w->calls = calloc((size_t)nranks, sizeof(*w->calls));
-    if (!w->cv || !w->q || !w->comms || !w->calls) {
+    w->ring = calloc((size_t)nranks, sizeof(*w->ring));
+    w->pos = calloc((size_t)nranks, sizeof(*w->pos));
+    if (!w->cv || !w->q || !w->comms || !w->calls || !w->ring || !w->pos) {
+        free(w->ring);
+        free(w->pos);
         free(w->cv);
         free(w->q);
         free(w->comms);
@@ -91,6 +96,7 @@ mock_world_t *mock_world_create(int nranks)
         w->comms[i].w = w;
         w->comms[i].rank = i;
         w->comms[i].size = nranks;
+        w->ring[i] = w->pos[i] = i;
     }
     w->reqs.next = w->reqs.prev = &w->reqs;
     w->timeout = 20.0;
@@ -140,6 +146,8 @@ void mock_world_destroy(mock_world_t *w)
     free(w->q);
     free(w->comms);
     free(w->calls);
+    free(w->ring);
+    free(w->pos);
     free(w);
 }
 
@@ -555,6 +563,38 @@ void *cohort_coll_scratch(cohort_comm_t *comm, int slot, size_t bytes)
 }
 
 size_t cohort_coll_chunk_size(const cohort_comm_t *comm) { return comm->w->chunk; }
+
+const int *cohort_coll_ring(const cohort_comm_t *comm, int *pos)
+{
+    *pos = comm->w->pos[comm->rank];
+    return comm->w->ring;
+}
+
+/* The mock world is flat: no hierarchy, so the *_hier algorithms are never chosen here (they
+ * are tested over real nodes in tests/netns/). */
+int cohort_coll_hier(cohort_comm_t *comm, cohort_hier_view_t *h)
+{
+    (void)comm;
+    (void)h;
+    return 0;
+}
+
+cohort_status_t cohort_coll_run(cohort_comm_t *comm, cohort_comm_t *sub, cohort_coll_args_t *a,
+                                const char *phase)
+{
+    (void)comm;
+    (void)sub;
+    (void)a;
+    return cohort_error(COHORT_ERR_UNSUPPORTED, "mock: no sub-communicators (%s)", phase);
+}
+
+void mock_world_set_ring(mock_world_t *w, const int *ring)
+{
+    for (int i = 0; i < w->n; i++) {
+        w->ring[i] = ring ? ring[i] : i;
+        w->pos[w->ring[i]] = i;
+    }
+}
 const cohort_algo_spec_t *cohort_coll_algo_spec(const cohort_comm_t *comm) { return &comm->w->spec; }
 int cohort_comm_rank(const cohort_comm_t *comm) { return comm->rank; }
 int cohort_comm_size(const cohort_comm_t *comm) { return comm->size; }

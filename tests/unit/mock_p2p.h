@@ -25,6 +25,9 @@ void mock_world_set_rendezvous(mock_world_t *w, int on);
 void mock_world_set_timeout(mock_world_t *w, double seconds);
 /* COHORT_ALGO entry for every rank ("" / NULL coll clears the spec). */
 void mock_world_set_algo(mock_world_t *w, const char *coll, const char *algo);
+/* Ring order for the ring and chain algorithms (ring[pos] = rank, a permutation); NULL: the
+ * identity. */
+void mock_world_set_ring(mock_world_t *w, const int *ring);
 /* The nth (1-based) isend/irecv of rank fails with status; 0 disables. */
 void mock_world_fail_call(mock_world_t *w, int rank, int nth, cohort_status_t status);
 

@@ -1,0 +1,46 @@
+/* Hierarchical allgather (see allreduce_hier.c for the hierarchy), for nodes of equal size L:
+ *  1. allgather of each rank's block among the ranks of its local rank (one per node): every
+ *     block crosses the network once per other node, and every local rank drives its own share;
+ *  2. node allgather of what step 1 gathered (nodes blocks per rank);
+ *  3. every block to its rank's place in recvbuf (ranks need not be numbered node by node:
+ *     block (local j, node k) belongs to the k-th rank of local rank j).
+ * Scratch holds the gathered blocks; recvbuf is written only in step 3, so in place
+ * (sendbuf == recvbuf + rank * count) needs nothing special.
+ */
+#include <string.h>
+
+#include "core/coll/coll.h"
+#include "core/log.h"
+
+cohort_status_t cohort_allgather_hier(cohort_comm_t *comm, const cohort_coll_args_t *a)
+{
+    cohort_hier_view_t h;
+    if (!cohort_coll_hier(comm, &h) || !h.even)
+        return cohort_error(COHORT_ERR_INTERNAL, "hierarchical allgather needs nodes of equal "
+                            "size; this is a bug in cohort, please report it");
+    int n = cohort_comm_size(comm), L = cohort_comm_size(h.node), nodes = h.nodes;
+    size_t bytes = a->count * a->esize;
+    char *cross = cohort_coll_scratch(comm, 0, (size_t)nodes * bytes);
+    char *all = cohort_coll_scratch(comm, 1, (size_t)nodes * (size_t)L * bytes);
+    if (!cross || !all)
+        return COHORT_ERR_NO_MEMORY;
+    cohort_status_t st;
+    cohort_coll_args_t s = { COHORT_COLL_ALLGATHER, a->sendbuf, cross, a->count, a->dtype,
+                             a->op, 0, 0 };
+    if ((st = cohort_coll_run(comm, h.cross, &s, "allgather among equal local ranks")))
+        return st;
+    s = (cohort_coll_args_t){ COHORT_COLL_ALLGATHER, cross, all, a->count * (size_t)nodes,
+                              a->dtype, a->op, 0, 0 };
+    if ((st = cohort_coll_run(comm, h.node, &s, "node allgather")))
+        return st;
+    int *seen = cohort_coll_scratch(comm, 0, (size_t)L * sizeof *seen);  /* cross is consumed */
+    if (!seen)
+        return COHORT_ERR_NO_MEMORY;
+    memset(seen, 0, (size_t)L * sizeof *seen);
+    for (int r = 0; r < n; r++) {
+        int j = h.local_of[r], k = seen[j]++;
+        memcpy((char *)a->recvbuf + (size_t)r * bytes,
+               all + ((size_t)j * (size_t)nodes + (size_t)k) * bytes, bytes);
+    }
+    return COHORT_SUCCESS;
+}

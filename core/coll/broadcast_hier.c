@@ -1,0 +1,62 @@
+/* Hierarchical broadcast (see allreduce_hier.c for the hierarchy).
+ *
+ * Every node has L ranks: the root's peers of the same local rank l_r (one per node) broadcast
+ * among themselves, then every node broadcasts from its rank l_r: the message crosses the
+ * network once per node, not once per rank.
+ * Nodes of different sizes (the root's local rank may be missing on some): the root's node
+ * broadcasts first (so that its leader, local rank 0, has the data), the leaders broadcast, and
+ * the other nodes broadcast from their leader.
+ */
+#include "core/coll/coll.h"
+#include "core/log.h"
+
+/* Position of rank r among the ranks sharing its local rank (its rank in that cross group). */
+static int cross_rank(const cohort_hier_view_t *h, int r)
+{
+    int k = 0;
+    for (int q = 0; q < r; q++)
+        k += h->local_of[q] == h->local_of[r];
+    return k;
+}
+
+cohort_status_t cohort_broadcast_hier(cohort_comm_t *comm, const cohort_coll_args_t *a)
+{
+    cohort_hier_view_t h;
+    if (!cohort_coll_hier(comm, &h))
+        return cohort_error(COHORT_ERR_INTERNAL, "hierarchical broadcast without a hierarchy; "
+                            "this is a bug in cohort, please report it");
+    int me = cohort_comm_rank(comm), root = a->root;
+    int lr = h.local_of[root], mine = h.node_of[me] == h.node_of[root];
+    cohort_status_t st;
+    cohort_coll_args_t s = { COHORT_COLL_BROADCAST, a->recvbuf, a->recvbuf, a->count, a->dtype,
+                             a->op, 0, 0 };
+    if (h.even) {
+        if (h.local_of[me] == lr) {
+            s.root = cross_rank(&h, root);
+            if ((st = cohort_coll_run(comm, h.cross, &s, "broadcast among equal local ranks")))
+                return st;
+        }
+        s.root = lr;
+        return cohort_coll_run(comm, h.node, &s, "node broadcast");
+    }
+    if (mine && lr != 0) {
+        s.root = lr;
+        if ((st = cohort_coll_run(comm, h.node, &s, "broadcast on the root's node")))
+            return st;
+    }
+    if (h.local_of[me] == 0) {
+        /* the leader of the root's node, as a rank of the leaders' group */
+        int lead = root;
+        for (int q = 0; q < cohort_comm_size(comm); q++)
+            if (h.node_of[q] == h.node_of[root] && h.local_of[q] == 0) lead = q;
+        s.root = cross_rank(&h, lead);
+        if ((st = cohort_coll_run(comm, h.cross, &s, "broadcast among the node leaders")))
+            return st;
+    }
+    if (!mine || lr == 0) {
+        s.root = 0;
+        if ((st = cohort_coll_run(comm, h.node, &s, "node broadcast from the leader")))
+            return st;
+    }
+    return COHORT_SUCCESS;
+}
