@@ -43,6 +43,7 @@ typedef struct card {
     char core_version[16];
     /* settings every rank must share, or the algorithms' messages stop matching */
     uint64_t chunk;
+    int32_t hier_mode;            /* COHORT_HIERARCHICAL: the splits it makes are collective */
     char algo[128];
     char hostid[COHORT_HOSTID_MAX];
     char hostname[64];
@@ -143,6 +144,7 @@ static void fill_card(card_t *card, cohort_comm_t *c, int member, int64_t key)
     card->pid = (int32_t)getpid();
     snprintf(card->core_version, sizeof card->core_version, "%s", cohort_version());
     card->chunk = c->chunk;
+    card->hier_mode = c->hier_mode;
     const char *algo = cohort_config_get("COHORT_ALGO");
     snprintf(card->algo, sizeof card->algo, "%s", algo ? algo : "");
     cohort_node_id(card->hostid, sizeof card->hostid);
@@ -260,6 +262,13 @@ static cohort_status_t check_versions(const cohort_comm_t *c, const card_t *card
                                 "value on every rank", c0->hostname,
                                 (unsigned long long)c0->chunk, r, cr->hostname,
                                 (unsigned long long)cr->chunk);
+        if (cr->hier_mode != c0->hier_mode) {
+            static const char *const hm[] = { "0", "1", "auto" };
+            return cohort_error(COHORT_ERR_MISMATCH, "COHORT_HIERARCHICAL differs between ranks: "
+                                "rank 0 (%s) has %s, rank %d (%s) has %s; set the same value on "
+                                "every rank", c0->hostname, hm[c0->hier_mode % 3], r,
+                                cr->hostname, hm[cr->hier_mode % 3]);
+        }
         if (strncmp(cr->algo, c0->algo, sizeof c0->algo))
             return cohort_error(COHORT_ERR_MISMATCH, "COHORT_ALGO differs between ranks: rank 0 "
                                 "(%s) has '%.128s', rank %d (%s) has '%.128s'; set the same value "
