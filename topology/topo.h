@@ -85,4 +85,13 @@ void cohort_topo_ring(const cohort_rank_loc_t *locs, int n, int *ring);
  * address and locality. */
 void cohort_topo_report(const cohort_topo_t *t, FILE *f);
 
+/* How many packages, NUMA nodes, cores and PUs t has (hwloc's objects; 0 where hwloc has none). */
+typedef struct cohort_topo_counts {
+    int packages, numas, cores, pus;
+} cohort_topo_counts_t;
+void cohort_topo_counts(const cohort_topo_t *t, cohort_topo_counts_t *c);
+/* The OS PU list of the core with logical index core ("0,12"), for cohort_topo_place_cpus;
+ * COHORT_ERR_INVALID_ARG when t has no such core or the list does not fit in len. */
+cohort_status_t cohort_topo_core_cpus(const cohort_topo_t *t, int core, char *buf, size_t len);
+
 #endif

@@ -3,6 +3,8 @@
 # directory. The tests find the XML files through $top_srcdir (exported by AM_TESTS_ENVIRONMENT),
 # else through the source path compiled in.
 EXTRA_DIST += tests/topologies
+TESTS += tests/unit/test_topo_info.sh
+dist_noinst_SCRIPTS += tests/unit/test_topo_info.sh
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/test_topo
 TESTS += tests/unit/test_topo
