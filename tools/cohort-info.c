@@ -19,6 +19,7 @@ static void usage(FILE *f)
                "       cohort-info --topology [--topo-file FILE] [--nodes N] [--ranks-per-node R]\n"
                "                   [--map-by slot|node]\n"
                "       cohortrun -np N [...] cohort-info --peers\n"
+               "       cohortrun -np N [...] cohort-info --topology --job\n"
                "Shows cohort's version and build, the transport plugins found (and why any was\n"
                "refused), every setting with its default, current value and help, and the\n"
                "network interfaces cohort would use. Without options: everything.\n"
@@ -31,7 +32,10 @@ static void usage(FILE *f)
                "of that machine, default 1) with R ranks per node (default one per package),\n"
                "local rank l bound to core l*cores/R: each rank's place, nearest network\n"
                "interface and GPU, and the ring cohort builds. --map-by node numbers ranks\n"
-               "round-robin over nodes (rank = l*N + node), slot (default) node by node.\n");
+               "round-robin over nodes (rank = l*N + node), slot (default) node by node.\n"
+               "--topology --job runs as the ranks of a job and prints, on rank 0, the job's\n"
+               "report (the COHORT_TOPO_DUMP one): rank 0's machine, every rank's node, place,\n"
+               "CPUs and interface, the node groups, the ring and the hierarchical plan.\n");
 }
 
 static void show_plugins(void)
@@ -281,11 +285,35 @@ static const char *option_value(int argc, char **argv, int *i)
     return argv[++*i];
 }
 
+/* As a rank of a job: the job's topology report, written by rank 0 at communicator creation. */
+static int show_job_topology(void)
+{
+    const char *dump = getenv("COHORT_TOPO_DUMP");
+    if (!dump || !*dump) setenv("COHORT_TOPO_DUMP", "/dev/stdout", 1);
+    fflush(stdout);
+    cohort_comm_t *comm;
+    cohort_status_t st = cohort_comm_init(&comm);
+    if (st) {
+        fprintf(stderr, "cohort-info --topology --job: %s\n(run it as the ranks of a job, e.g. "
+                "cohortrun -np 4 cohort-info --topology --job)\n", cohort_last_error());
+        return 1;
+    }
+    if (cohort_comm_rank(comm) == 0 && dump && *dump)
+        printf("report written to %s (COHORT_TOPO_DUMP)\n", dump);
+    st = cohort_barrier(comm);
+    if (st) fprintf(stderr, "cohort-info --topology --job: %s\n", cohort_last_error());
+    cohort_comm_destroy(comm);
+    return st ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     int plugins = 0, settings = 0, ifs = 0, topo = 0, topo_opts = 0;
     topo_job_t job = { NULL, 1, 0, 0 };
     if (argc == 2 && !strcmp(argv[1], "--peers")) return show_peers();
+    if (argc == 3 && ((!strcmp(argv[1], "--topology") && !strcmp(argv[2], "--job")) ||
+                      (!strcmp(argv[2], "--topology") && !strcmp(argv[1], "--job"))))
+        return show_job_topology();
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--topology")) topo = 1;
         else if (!strcmp(argv[i], "--topo-file") || !strcmp(argv[i], "--nodes") ||
