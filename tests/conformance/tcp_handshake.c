@@ -100,8 +100,10 @@ static int drive(ep_t **eps, int n, double secs, int (*done)(void *), void *arg)
     }
 }
 
-static int raw_connect(const tcp_addr_t *a, char *me, size_t melen)
+/* Connects to the endpoint's first (most preferred) candidate address. */
+static int raw_connect(const tcp_addr_t *addr, char *me, size_t melen)
 {
+    const tcp_cand_t *a = &addr->cand[0];
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
     socklen_t sl;
@@ -331,19 +333,20 @@ static void exchange(ep_t *e0, ep_t *e1, cohort_tp_conn_t a, cohort_tp_conn_t b,
 enum { FAKE_BAD_MAC, FAKE_CLOSE };
 static void fake_acceptor(ep_t *conn_ep, int mode, const char *expect)
 {
-    int lfd = socket(conn_ep->a.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const tcp_cand_t *own = &conn_ep->a.cand[0];
+    int lfd = socket(own->family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
     socklen_t sl;
-    if (conn_ep->a.family == AF_INET) {
+    if (own->family == AF_INET) {
         struct sockaddr_in *s = (struct sockaddr_in *)(void *)&ss;
         s->sin_family = AF_INET;
-        memcpy(&s->sin_addr, conn_ep->a.addr, 4);
+        memcpy(&s->sin_addr, own->addr, 4);
         sl = sizeof *s;
     } else {
         struct sockaddr_in6 *s = (struct sockaddr_in6 *)(void *)&ss;
         s->sin6_family = AF_INET6;
-        memcpy(&s->sin6_addr, conn_ep->a.addr, 16);
+        memcpy(&s->sin6_addr, own->addr, 16);
         sl = sizeof *s;
     }
     if (bind(lfd, (struct sockaddr *)&ss, sl) || listen(lfd, 16)) {
@@ -351,17 +354,19 @@ static void fake_acceptor(ep_t *conn_ep, int mode, const char *expect)
         exit(1);
     }
     getsockname(lfd, (struct sockaddr *)&ss, &sl);
-    uint16_t port = ntohs(conn_ep->a.family == AF_INET
+    uint16_t port = ntohs(own->family == AF_INET
                           ? ((struct sockaddr_in *)(void *)&ss)->sin_port
                           : ((struct sockaddr_in6 *)(void *)&ss)->sin6_port);
-    /* An address blob for "rank 0" of conn_ep's communicator pointing at the fake. */
+    /* An address blob for "rank 0" of conn_ep's communicator pointing at the fake (connect
+     * without can_reach: the first usable candidate). */
     tcp_addr_t fa = conn_ep->a;
-    fa.port = port;
+    fa.ncand = 1;
+    fa.cand[0].port = port;
     fa.rank = 0;
-    unsigned char blob[TCP_ADDR_SIZE];
-    tcp_addr_encode(&fa, blob);
+    unsigned char blob[TCP_ADDR_MAX_SIZE];
+    size_t blen = tcp_addr_encode(&fa, blob, sizeof blob);
     cohort_tp_conn_t c = NULL;
-    cohort_status_t st = T->connect(conn_ep->ep, 0, blob, sizeof blob, &c);
+    cohort_status_t st = T->connect(conn_ep->ep, 0, blob, blen, &c);
     CHECK(st == COHORT_SUCCESS && c, "fake acceptor: connect: %s", cohort_last_error());
     if (!c) {
         close(lfd);
