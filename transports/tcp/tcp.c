@@ -1491,7 +1491,7 @@ static int unreach_lookup(tcp_ctx_t *ctx, const tcp_cand_t *c, char *why, size_t
     pthread_mutex_lock(&ctx->lock);
     const unreach_t *u = unreach_find(ctx, c);
     int found = u && !u->reachable;
-    if (found) snprintf(why, len, "%s (found earlier; not probed again)", u->why);
+    if (found) snprintf(why, len, "%s; found earlier, not probed again", u->why);
     pthread_mutex_unlock(&ctx->lock);
     return found;
 }
@@ -1765,8 +1765,8 @@ static int probe_peer(tcp_ep_t *ep, int peer, const tcp_addr_t *a)
     }
     rt->state = RT_NONE;
     host->log(COHORT_LOG_INFO, SUBSYS, "tcp: rank %d cannot reach rank %d: none of its %u "
-              "address%s answered the probe: %s", ep->rank, peer, n, n == 1 ? "" : "es",
-              used ? list : "(none)");
+              "address%s answered the probe (or could be tried): %s", ep->rank, peer, n,
+              n == 1 ? "" : "es", used ? list : "(none)");
     return 0;
 }
 
