@@ -2031,6 +2031,9 @@ static int tcp_can_reach(cohort_tp_ep_t epv, int peer, const void *peer_addr, si
                       ep->rank, peer, why);
         return 0;
     }
+    /* Accept the probes waiting for us first: every rank probes at the same time, and a
+     * listener whose backlog overflows drops SYNs (which would look like no answer). */
+    (void)tcp_progress(ep);
     if (!ep->routes && !(ep->routes = calloc((size_t)ep->nranks, sizeof *ep->routes))) {
         ep->host->log(COHORT_LOG_WARN, SUBSYS, "tcp: rank %d: no memory for the reachability "
                       "table of %d ranks; tcp is not used", ep->rank, ep->nranks);
