@@ -4,11 +4,15 @@
  * and logged once at WARN with the remote address and the reason, and the endpoint goes on
  * accepting; a connector refuses an acceptor that cannot prove the job secret; ranks with
  * different COHORT_SOCKET_NSOCKS still talk; a lost peer's error names its rank and address;
- * nothing leaks a descriptor. Knows the TCP wire format (transports/tcp/tcp_wire.h).
+ * reachability probes are closed quietly by the listener, and can_reach picks the peer's most
+ * preferred address that answers within COHORT_SOCKET_PROBE_MS, says why it dropped the others,
+ * remembers unreachable addresses, and ignores loopback addresses of another namespace; nothing
+ * leaks a descriptor. Knows the TCP wire format (transports/tcp/tcp_wire.h).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
 #endif
+#include "core/log.h"
 #include "core/plugin_loader.h"
 #include "transports/tcp/tcp_wire.h"
 
@@ -100,8 +104,10 @@ static int drive(ep_t **eps, int n, double secs, int (*done)(void *), void *arg)
     }
 }
 
-static int raw_connect(const tcp_addr_t *a, char *me, size_t melen)
+/* Connects to the endpoint's first (most preferred) candidate address. */
+static int raw_connect(const tcp_addr_t *addr, char *me, size_t melen)
 {
+    const tcp_cand_t *a = &addr->cand[0];
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
     socklen_t sl;
@@ -331,19 +337,20 @@ static void exchange(ep_t *e0, ep_t *e1, cohort_tp_conn_t a, cohort_tp_conn_t b,
 enum { FAKE_BAD_MAC, FAKE_CLOSE };
 static void fake_acceptor(ep_t *conn_ep, int mode, const char *expect)
 {
-    int lfd = socket(conn_ep->a.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const tcp_cand_t *own = &conn_ep->a.cand[0];
+    int lfd = socket(own->family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
     socklen_t sl;
-    if (conn_ep->a.family == AF_INET) {
+    if (own->family == AF_INET) {
         struct sockaddr_in *s = (struct sockaddr_in *)(void *)&ss;
         s->sin_family = AF_INET;
-        memcpy(&s->sin_addr, conn_ep->a.addr, 4);
+        memcpy(&s->sin_addr, own->addr, 4);
         sl = sizeof *s;
     } else {
         struct sockaddr_in6 *s = (struct sockaddr_in6 *)(void *)&ss;
         s->sin6_family = AF_INET6;
-        memcpy(&s->sin6_addr, conn_ep->a.addr, 16);
+        memcpy(&s->sin6_addr, own->addr, 16);
         sl = sizeof *s;
     }
     if (bind(lfd, (struct sockaddr *)&ss, sl) || listen(lfd, 16)) {
@@ -351,17 +358,19 @@ static void fake_acceptor(ep_t *conn_ep, int mode, const char *expect)
         exit(1);
     }
     getsockname(lfd, (struct sockaddr *)&ss, &sl);
-    uint16_t port = ntohs(conn_ep->a.family == AF_INET
+    uint16_t port = ntohs(own->family == AF_INET
                           ? ((struct sockaddr_in *)(void *)&ss)->sin_port
                           : ((struct sockaddr_in6 *)(void *)&ss)->sin6_port);
-    /* An address blob for "rank 0" of conn_ep's communicator pointing at the fake. */
+    /* An address blob for "rank 0" of conn_ep's communicator pointing at the fake (connect
+     * without can_reach: the first usable candidate). */
     tcp_addr_t fa = conn_ep->a;
-    fa.port = port;
+    fa.ncand = 1;
+    fa.cand[0].port = port;
     fa.rank = 0;
-    unsigned char blob[TCP_ADDR_SIZE];
-    tcp_addr_encode(&fa, blob);
+    unsigned char blob[TCP_ADDR_MAX_SIZE];
+    size_t blen = tcp_addr_encode(&fa, blob, sizeof blob);
     cohort_tp_conn_t c = NULL;
-    cohort_status_t st = T->connect(conn_ep->ep, 0, blob, sizeof blob, &c);
+    cohort_status_t st = T->connect(conn_ep->ep, 0, blob, blen, &c);
     CHECK(st == COHORT_SUCCESS && c, "fake acceptor: connect: %s", cohort_last_error());
     if (!c) {
         close(lfd);
@@ -413,6 +422,243 @@ static void fake_acceptor(ep_t *conn_ep, int mode, const char *expect)
     T->conn_close(c);
     for (int i = 0; i < nfd; i++) close(fds[i]);
     close(lfd);
+}
+
+/* ---- reachability probes ------------------------------------------------------------------ */
+
+/* A TCP listener on ip (IPv4) with the given backlog; returns its port, *fd the socket. */
+static uint16_t listen4(const char *ip, int backlog, int *fd)
+{
+    struct sockaddr_in s;
+    memset(&s, 0, sizeof s);
+    s.sin_family = AF_INET;
+    inet_pton(AF_INET, ip, &s.sin_addr);
+    socklen_t sl = sizeof s;
+    *fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (*fd < 0 || bind(*fd, (struct sockaddr *)&s, sl) || listen(*fd, backlog) ||
+        getsockname(*fd, (struct sockaddr *)&s, &sl)) {
+        printf("FAIL  listen on %s: %s\n", ip, strerror(errno));
+        exit(1);
+    }
+    return ntohs(s.sin_port);
+}
+
+/* A port on ip that nobody listens on (connection refused). */
+static uint16_t closed_port4(const char *ip)
+{
+    int fd;
+    struct sockaddr_in s;
+    memset(&s, 0, sizeof s);
+    s.sin_family = AF_INET;
+    inet_pton(AF_INET, ip, &s.sin_addr);
+    socklen_t sl = sizeof s;
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&s, sl) || getsockname(fd, (struct sockaddr *)&s, &sl)) {
+        printf("FAIL  bind on %s: %s\n", ip, strerror(errno));
+        exit(1);
+    }
+    close(fd);
+    return ntohs(s.sin_port);
+}
+
+static tcp_cand_t cand4(const char *ip, uint16_t port, const char *ifname)
+{
+    tcp_cand_t c;
+    memset(&c, 0, sizeof c);
+    c.family = AF_INET;
+    inet_pton(AF_INET, ip, c.addr);
+    c.port = port;
+    c.prefix_len = 8;
+    snprintf(c.ifname, sizeof c.ifname, "%s", ifname);
+    return c;
+}
+
+/* The log line of the latest capture that contains pat, or "" (copied to out). */
+static const char *log_line(const char *pat, char *out, size_t len)
+{
+    const char *line = NULL;
+    for (const char *p = logbuf; (p = strstr(p, pat)); p++) line = p;
+    out[0] = '\0';
+    if (!line) return out;
+    while (line > logbuf && line[-1] != '\n') line--;
+    const char *eol = strchr(line, '\n');
+    size_t l = eol ? (size_t)(eol - line) : strlen(line);
+    snprintf(out, len, "%.*s", (int)l, line);
+    return out;
+}
+
+static void probes(void)
+{
+    setenv("COHORT_DEBUG", "INFO", 1);
+    setenv("COHORT_SOCKET_PROBE_MS", "300", 1);
+    cohort_log_reset();
+    capture_start();
+    ep_t p0, p1;
+    open_ep(&p0, 0, 2, 81);
+    open_ep(&p1, 1, 2, 81);
+    cohort_tp_conn_t acc = NULL;
+    CHECK(T->accept(p0.ep, 1, &acc) == COHORT_SUCCESS, "probes: accept");
+    ep_t *both[2] = { &p0, &p1 };
+    char line[2048], pat[200];
+
+    /* The probe marker, whole or in two pieces: closed without an answer, no WARN. */
+    for (int split = 0; split < 2; split++) {
+        char me[80];
+        int fd = raw_connect(&p0.a, me, sizeof me);
+        unsigned char m[TCP_PROBE_SIZE];
+        tcp_probe_encode(m);
+        if (split) {
+            CHECK(send(fd, m, 3, MSG_NOSIGNAL) == 3, "probe: send");
+            drive(both, 1, 0.05, NULL, NULL);
+            CHECK(send(fd, m + 3, sizeof m - 3, MSG_NOSIGNAL) == (ssize_t)(sizeof m - 3),
+                  "probe: send");
+        } else {
+            CHECK(send(fd, m, sizeof m, MSG_NOSIGNAL) == (ssize_t)sizeof m, "probe: send");
+        }
+        closed_arg_t c = { fd, 0, 0 };
+        CHECK(drive(both, 1, 10.0, peer_closed, &c) && c.closed,
+              "probe marker%s: the endpoint did not close the connection", split ? " (split)" : "");
+        CHECK(c.got == 0, "probe marker: the endpoint answered %d bytes", c.got);
+        close(fd);
+        capture_read();
+        snprintf(pat, sizeof pat, "connection from %s ", me);
+        CHECK(!strstr(logbuf, pat), "probe marker: the endpoint logged the probe as a bad "
+              "connection: %s", log_line(pat, line, sizeof line));
+    }
+    CHECK(T->conn_test(acc) == COHORT_IN_PROGRESS, "a probe touched the accept");
+    printf("ok    %-28s\n", "probe marker closed quietly");
+
+    /* A blob for rank 0 whose preferred addresses do not answer: one refuses, one is silent
+     * (a listener whose backlog is full drops the SYN), then rank 0's real ones. */
+    int silent_fd, fill[2];
+    uint16_t silent = listen4("127.0.0.2", 0, &silent_fd);
+    for (int i = 0; i < 2; i++) {
+        fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        struct sockaddr_in s;
+        memset(&s, 0, sizeof s);
+        s.sin_family = AF_INET;
+        inet_pton(AF_INET, "127.0.0.2", &s.sin_addr);
+        s.sin_port = htons(silent);
+        (void)connect(fill[i], (struct sockaddr *)&s, sizeof s);
+        struct pollfd q = { fill[i], POLLOUT, 0 };
+        (void)poll(&q, 1, i == 0 ? 2000 : 100);
+    }
+    uint16_t refused = closed_port4("127.0.0.1");
+    tcp_addr_t d = p0.a;
+    d.cand[0] = cand4("127.0.0.1", refused, "refused0");
+    d.cand[1] = cand4("127.0.0.2", silent, "silent0");
+    d.ncand = 2;
+    for (unsigned i = 0; i < p0.a.ncand && d.ncand < TCP_ADDR_MAX_CANDS; i++)
+        d.cand[d.ncand++] = p0.a.cand[i];
+    unsigned char blob[TCP_ADDR_MAX_SIZE];
+    size_t blen = tcp_addr_encode(&d, blob, sizeof blob);
+    double t0 = now();
+    int r = T->can_reach(p1.ep, 0, blob, blen);
+    double dt = now() - t0;
+    CHECK(r == 1, "can_reach with two dead addresses first: %d", r);
+    CHECK(dt >= 0.25 && dt < 3.0, "can_reach took %.3f s (COHORT_SOCKET_PROBE_MS=300)", dt);
+    capture_read();
+    log_line("rank 1 reaches rank 0", line, sizeof line);
+    char want[3][160];
+    char ap[80];
+    snprintf(want[0], sizeof want[0], "refused0 127.0.0.1:%u (Connection refused)", refused);
+    snprintf(want[1], sizeof want[1], "silent0 127.0.0.2:%u (no answer within 300 ms)", silent);
+    const tcp_cand_t *c0 = &p0.a.cand[0];
+    inet_ntop(c0->family, c0->addr, ap, sizeof ap);
+    snprintf(want[2], sizeof want[2], c0->family == AF_INET ? "at %s %s:%u from " :
+             "at %s [%s]:%u from ", c0->ifname, ap, c0->port);
+    for (int i = 0; i < 3; i++)
+        CHECK(strstr(line, want[i]), "the INFO line does not say '%s': '%s'", want[i], line);
+    if (r == 1) printf("ok    %-28s %.3f s: %s\n", "dead addresses dropped", dt,
+                       strstr(line, "tcp: ") ? strstr(line, "tcp: ") : line);
+
+    /* connect dials the address that answered. */
+    cohort_tp_conn_t con = NULL;
+    CHECK(T->connect(p1.ep, 0, blob, blen, &con) == COHORT_SUCCESS, "connect after the probe: %s",
+          cohort_last_error());
+    conns_arg_t ca = { acc, con, COHORT_IN_PROGRESS, COHORT_IN_PROGRESS };
+    CHECK(drive(both, 2, 10.0, both_ready, &ca) && ca.sa == COHORT_SUCCESS &&
+          ca.sb == COHORT_SUCCESS, "connect after the probe did not complete (%s / %s)",
+          cohort_strerror(ca.sa), cohort_strerror(ca.sb));
+    if (ca.sa == COHORT_SUCCESS && ca.sb == COHORT_SUCCESS)
+        exchange(&p0, &p1, acc, con, 100000, "after the probe");
+    capture_read();
+    CHECK(!strstr(logbuf, "WARN"), "the probes caused a WARN: %s", log_line("WARN", line,
+                                                                             sizeof line));
+
+    /* Again: the silent address is remembered, no second timeout. */
+    t0 = now();
+    r = T->can_reach(p1.ep, 0, blob, blen);
+    dt = now() - t0;
+    CHECK(r == 1 && dt < 0.2, "second can_reach: %d after %.3f s (the silent address should be "
+          "remembered)", r, dt);
+
+    /* Nothing answers: 0, an INFO line naming every address and why; connect refuses. */
+    d.ncand = 2;
+    size_t dlen = tcp_addr_encode(&d, blob, sizeof blob);
+    r = T->can_reach(p1.ep, 0, blob, dlen);
+    CHECK(r == 0, "can_reach with only dead addresses: %d", r);
+    capture_read();
+    log_line("rank 1 cannot reach rank 0", line, sizeof line);
+    CHECK(strstr(line, want[0]) && strstr(line, "silent0 127.0.0.2") &&
+          strstr(line, "found earlier"), "the INFO line does not name both addresses: '%s'",
+          line);
+    if (r == 0) printf("ok    %-28s %s\n", "nothing answers",
+                       strstr(line, "tcp: ") ? strstr(line, "tcp: ") : line);
+    cohort_tp_conn_t bad = NULL;
+    cohort_status_t st = T->connect(p1.ep, 0, blob, dlen, &bad);
+    CHECK(st == COHORT_ERR_TRANSPORT && !bad && strstr(cohort_last_error(), "rank 0"),
+          "connect to a peer that did not answer: %s (%s)", cohort_strerror(st),
+          cohort_last_error());
+    if (bad) T->conn_close(bad);
+
+    /* Another namespace: its loopback addresses, and addresses this host has too, are not
+     * tried (they would reach this host). */
+    d = p0.a;
+    d.netns[0] ^= 0xff;
+    t0 = now();
+    r = T->can_reach(p1.ep, 0, blob, tcp_addr_encode(&d, blob, sizeof blob));
+    dt = now() - t0;
+    CHECK(r == 0 && dt < 0.2, "can_reach to another namespace with this host's addresses: %d "
+          "after %.3f s", r, dt);
+    capture_read();
+    log_line("rank 1 cannot reach rank 0", line, sizeof line);
+    for (unsigned i = 0; i < d.ncand; i++) {
+        const char *why = (d.cand[i].flags & TCP_CAND_LOOPBACK)
+            ? "loopback address of another host or network namespace"
+            : "this host has the same address";
+        CHECK(strstr(line, why), "another namespace: '%s' missing: '%s'", why, line);
+    }
+    if (r == 0) printf("ok    %-28s %s\n", "another namespace",
+                       strstr(line, "tcp: ") ? strstr(line, "tcp: ") : line);
+
+    /* A blob of another version is not reachable, and says so. */
+    tcp_put16(blob + 4, TCP_PROTO_VERSION + 1);
+    CHECK(T->can_reach(p1.ep, 0, blob, tcp_addr_size(d.ncand)) == 0, "can_reach of a blob "
+          "of another version");
+
+    /* COHORT_SOCKET_PROBE_MS is checked. */
+    setenv("COHORT_SOCKET_PROBE_MS", "0", 1);
+    {
+        cohort_ep_info_t info = { sizeof info, 0, 2, 82, JOB };
+        unsigned char a[COHORT_ADDR_MAX];
+        size_t al = sizeof a;
+        cohort_tp_ep_t x = NULL;
+        st = T->ep_open(CTX, &info, &x, a, &al);
+        CHECK(st == COHORT_ERR_INVALID_ARG &&
+              strstr(cohort_last_error(), "COHORT_SOCKET_PROBE_MS"),
+              "COHORT_SOCKET_PROBE_MS=0 accepted (%s)", cohort_strerror(st));
+        if (st == COHORT_SUCCESS) T->ep_close(x);
+    }
+    unsetenv("COHORT_SOCKET_PROBE_MS");
+
+    T->ep_close(p0.ep);
+    T->ep_close(p1.ep);
+    for (int i = 0; i < 2; i++) close(fill[i]);
+    close(silent_fd);
+    capture_stop();
+    setenv("COHORT_DEBUG", "WARN", 1);
+    cohort_log_reset();
 }
 
 int main(int argc, char **argv)
@@ -572,6 +818,8 @@ int main(int argc, char **argv)
         st = q2.st[0];
     }
     CHECK(st == COHORT_ERR_PEER_LOST, "send after the loss: %s", cohort_strerror(st));
+
+    probes();
 
     T->ep_close(e3.ep);
     T->ep_close(e4.ep);

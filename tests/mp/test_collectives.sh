@@ -1,7 +1,7 @@
 #!/bin/sh
 # Every collective x dtype x op x in/out-of-place through cohortrun at np = 1..5, over the
 # default transport (shm between these same-node ranks), again over TCP, with forced algorithms,
-# a tiny pipeline chunk and other socket counts.
+# a tiny pipeline chunk and other socket counts; the tcp reachability probe's log line.
 . "$top_srcdir/tests/mp/lib.sh"
 CC="$top_builddir/tests/mp/collcheck"
 
@@ -22,6 +22,15 @@ run_case "collectives over tcp np=2, 1 socket per peer" \
     env COHORT_TRANSPORTS=tcp COHORT_SOCKET_NSOCKS=1 "$COHORTRUN" -np 2 "$CC" --big
 run_case "collectives over tcp np=3, 4 sockets per peer" \
     env COHORT_TRANSPORTS=tcp COHORT_SOCKET_NSOCKS=4 "$COHORTRUN" -np 3 "$CC" --big
+# tcp start-up: every rank probes its peers' addresses and logs, once per peer address set (all
+# peers share one here), which address answered; the probes are closed quietly (no WARN).
+run_case "tcp reachability probe at np=4: one INFO line per rank, no WARN" \
+    sh -c 'out=$(env COHORT_TRANSPORTS=tcp COHORT_DEBUG=INFO "$0" -np 4 "$1" 2>&1) || { echo "$out"; exit 1; }
+           echo "$out" | grep -qx "mean of ranks = 1.5" || { echo "$out"; exit 1; }
+           n=$(echo "$out" | grep -c "cohort INFO net: tcp: rank [0-3] reaches rank [0-3] .* it answered the probe")
+           [ "$n" -eq 4 ] || { echo "$n probe lines, expected 4:"; echo "$out"; exit 1; }
+           if echo "$out" | grep " WARN "; then exit 1; fi' \
+    "$COHORTRUN" "$top_builddir/examples/allreduce"
 run_case "the README example (examples/allreduce.c) at np=4" \
     sh -c '"$0" -np 4 "$1" | grep -qx "mean of ranks = 1.5"' "$COHORTRUN" "$top_builddir/examples/allreduce"
 finish

@@ -1,4 +1,4 @@
-# Unit tests (Check) for the parsers, the reduction kernels and SHA-256/HMAC.
+# Unit tests (Check) for the parsers, the reduction kernels, SHA-256/HMAC and the TCP wire format.
 # Included from tests/local.mk; paths are relative to the top directory.
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/test_parse tests/unit/test_reduce tests/unit/test_hmac
@@ -15,4 +15,11 @@ tests_unit_test_reduce_LDADD = libcohort.la $(CHECK_LIBS) -lm
 tests_unit_test_hmac_SOURCES = tests/unit/test_hmac.c
 tests_unit_test_hmac_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_hmac_LDADD = libcohort.la $(CHECK_LIBS)
+
+# The TCP transport's wire format (header-only: transports/tcp/tcp_wire.h).
+check_PROGRAMS += tests/unit/test_tcp_wire
+TESTS += tests/unit/test_tcp_wire
+tests_unit_test_tcp_wire_SOURCES = tests/unit/test_tcp_wire.c transports/tcp/tcp_wire.h
+tests_unit_test_tcp_wire_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_tcp_wire_LDADD = $(CHECK_LIBS)
 endif

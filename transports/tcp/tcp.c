@@ -5,14 +5,20 @@
  * and the endpoint's epoll fd (ep_fd) lets the core sleep while nothing can move.
  *
  * Structure
- *   endpoint  listening socket + epoll fd + the sockets still in their handshake ("incoming")
+ *   endpoint  one listening socket per candidate address (every interface host->netifs() allows,
+ *             up to 8, best first; all published in the address blob) + epoll fd + the sockets still in their handshake ("incoming")
  *             + authenticated sockets no accept() has claimed yet ("early") + its conns.
  *   conn      nsocks sockets to one peer. Sends are queues of segments per socket; receives are
  *             posted irecvs waiting for their header on socket 0 plus per-socket segment queues.
  *   request   owns up to nsocks segments; freed once the user has seen its final status and no
  *             socket queue still points at it (a mismatched receive drains its payload after the
  *             user has been told).
- * Wire format: see tcp_wire.h. Not thread-safe: the core serialises calls per endpoint.
+ * Reachability: can_reach probes the peer's candidates (a non-blocking connect to each, all at
+ * once, bounded by COHORT_SOCKET_PROBE_MS) and remembers, per peer, the most preferred candidate
+ * that answered; connect dials that one. Addresses that could not be reached (no route, no
+ * answer) are remembered per plugin context, so the timeout is paid once per address.
+ * Wire format: see tcp_wire.h. Not thread-safe per endpoint: the core serialises calls per
+ * endpoint (the context's cache of unreachable addresses has its own lock).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -24,9 +30,11 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +43,7 @@
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -49,6 +58,8 @@
 #define TCP_MAX_INCOMING 1024                   /* unauthenticated sockets kept at once */
 #define TCP_IOV_BATCH 64
 #define TCP_ADDRSTR 64
+#define TCP_DEFAULT_PROBE_MS 1000
+#define TCP_MAX_PROBE_MS 600000
 
 
 /* ---- objects ----------------------------------------------------------------------------- */
@@ -64,10 +75,39 @@ struct tcp_ep;
 struct tcp_conn;
 struct tcp_req;
 
+/* What probes found out about one IP address: it answered (on some port), or it could not be
+ * reached (no route, or no answer in time, and it never answered before): not probed again. */
+typedef struct unreach {
+    uint16_t family;
+    uint32_t scope_id;
+    unsigned char addr[16];
+    int reachable;
+    char why[96];
+} unreach_t;
+
 typedef struct tcp_ctx {
     const cohort_host_v1_t *host;
     struct tcp_ep *eps;            /* every open endpoint, closed by finalize if left open */
+    pthread_mutex_t lock;          /* guards the cache below (endpoints may live on threads) */
+    unreach_t *unreach;
+    int nunreach, capunreach;
 } tcp_ctx_t;
+
+/* One listening socket: one candidate address of the endpoint. */
+typedef struct tcp_listener {
+    fdent_t ent;
+    struct tcp_ep *ep;
+    int fd;
+    tcp_cand_t cand;               /* as published (port included) */
+    char addrstr[TCP_ADDRSTR];
+} tcp_listener_t;
+
+/* What can_reach found for one peer. */
+enum { RT_UNKNOWN = 0, RT_CHOSEN, RT_NONE };
+typedef struct route {
+    int state;
+    tcp_cand_t cand;               /* RT_CHOSEN: the candidate that answered */
+} route_t;
 
 /* An accepted socket: in its handshake, or authenticated and waiting for accept(). */
 enum { IN_HELLO = 1, IN_ACK, IN_READY };
@@ -75,6 +115,7 @@ typedef struct incoming {
     fdent_t ent;
     struct incoming *next, *prev;
     struct tcp_ep *ep;
+    const tcp_listener_t *lis;     /* the listening socket it came in on */
     int fd;
     int state;
     uint32_t events;
@@ -164,15 +205,15 @@ typedef struct tcp_ep {
     uint64_t comm_id;
     char job_id[TCP_JOBID_LEN];
     unsigned char job_hash[TCP_MAC_LEN];
-    int family;
-    unsigned char laddr[16];
-    uint16_t port;
-    char addrstr[TCP_ADDRSTR];
-    char ifname[32];
+    unsigned char netns[TCP_NETNS_LEN];
+    tcp_listener_t lis[TCP_ADDR_MAX_CANDS];
+    int nlis;
+    long probe_ms;                 /* COHORT_SOCKET_PROBE_MS */
+    route_t *routes;               /* [nranks], allocated by the first can_reach */
+    uint64_t *logged;              /* peer address sets whose choice was logged already */
+    int nlogged, caplogged;
     int nsocks;
-    int listen_fd;
     int epfd;
-    fdent_t listen_ent;
     incoming_t *inc_h, *inc_t;     /* handshaking, oldest first */
     int ninc;
     incoming_t *early;             /* authenticated, unclaimed */
@@ -875,7 +916,7 @@ static void inc_reject(tcp_ep_t *ep, incoming_t *in, const char *fmt, ...)
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
     ep->host->log(COHORT_LOG_WARN, SUBSYS, "tcp: refused a connection from %s to rank %d "
-                  "(%s): %s", in->addr, ep->rank, ep->addrstr, why);
+                  "(%s): %s", in->addr, ep->rank, in->lis->addrstr, why);
     inc_free(ep, in, 1);
 }
 
@@ -1034,6 +1075,17 @@ static void inc_ready(tcp_ep_t *ep, incoming_t *in)
     if (c && c->state == C_CONNECTING) claim(c, in);
 }
 
+/* A probe connection (tcp_wire.h): it did its job by being accepted; closed quietly, never
+ * counted against anyone. */
+static void inc_probe_done(tcp_ep_t *ep, incoming_t *in)
+{
+    uint32_t v = in->off >= TCP_PROBE_SIZE ? tcp_get32(in->hello + 4) : 0;
+    ep->host->log(COHORT_LOG_TRACE, SUBSYS, "tcp: reachability probe from %s to rank %d (%s)%s; "
+                  "closed", in->addr, ep->rank, in->lis->addrstr,
+                  v && v != TCP_PROTO_VERSION ? " of another protocol version" : "");
+    inc_free(ep, in, 1);
+}
+
 static void inc_progress(tcp_ep_t *ep, incoming_t *in, uint32_t revents)
 {
     if (in->state == IN_READY) {
@@ -1049,6 +1101,10 @@ static void inc_progress(tcp_ep_t *ep, incoming_t *in, uint32_t revents)
     while (in->state == IN_HELLO) {
         ssize_t r = recv(in->fd, in->hello + in->off, TCP_HELLO_SIZE - in->off, MSG_DONTWAIT);
         if (r == 0) {
+            if (in->off >= 4 && tcp_get32(in->hello) == TCP_PROBE_MAGIC) {
+                inc_probe_done(ep, in);
+                return;
+            }
             inc_reject(ep, in, "closed after %zu of %d handshake bytes", in->off,
                        TCP_HELLO_SIZE);
             return;
@@ -1060,6 +1116,11 @@ static void inc_progress(tcp_ep_t *ep, incoming_t *in, uint32_t revents)
             return;
         }
         in->off += (size_t)r;
+        /* A reachability probe from a peer's can_reach: nothing more will come. */
+        if (in->off >= TCP_PROBE_SIZE && tcp_get32(in->hello) == TCP_PROBE_MAGIC) {
+            inc_probe_done(ep, in);
+            return;
+        }
         if (in->off < TCP_HELLO_SIZE) return;
         if (!inc_validate(ep, in)) return;
     }
@@ -1083,18 +1144,18 @@ static void inc_progress(tcp_ep_t *ep, incoming_t *in, uint32_t revents)
     }
 }
 
-static void listen_progress(tcp_ep_t *ep)
+static void listen_progress(tcp_listener_t *l)
 {
+    tcp_ep_t *ep = l->ep;
     for (;;) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof ss;
-        int fd = accept4(ep->listen_fd, (struct sockaddr *)&ss, &sl,
-                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(l->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-            ep->host->log(COHORT_LOG_WARN, SUBSYS, "tcp: accept on %s (rank %d) failed: %s%s",
-                          ep->addrstr, ep->rank, strerror(errno),
+            ep->host->log(COHORT_LOG_WARN, SUBSYS, "tcp: accept on %s (%s, rank %d) failed: %s%s",
+                          l->addrstr, l->cand.ifname, ep->rank, strerror(errno),
                           (errno == EMFILE || errno == ENFILE)
                           ? " (out of file descriptors: raise ulimit -n)" : "");
             return;
@@ -1103,12 +1164,13 @@ static void listen_progress(tcp_ep_t *ep)
         if (!in) {
             close(fd);
             ep->host->log(COHORT_LOG_WARN, SUBSYS, "tcp: no memory for an incoming connection "
-                          "on %s; dropped it", ep->addrstr);
+                          "on %s; dropped it", l->addrstr);
             return;
         }
         in->ent.kind = FD_INCOMING;
         in->ent.obj = in;
         in->ep = ep;
+        in->lis = l;
         in->fd = fd;
         in->state = IN_HELLO;
         in->src = in->sock_idx = -1;
@@ -1128,6 +1190,9 @@ static void listen_progress(tcp_ep_t *ep)
         else ep->inc_h = in;
         ep->inc_t = in;
         ep->ninc++;
+        /* Read what is there already: a probe (or a whole hello) usually arrives with the
+         * connection, and handling it now keeps a burst of probes from piling up. */
+        inc_progress(ep, in, 0);
     }
 }
 
@@ -1177,7 +1242,7 @@ static cohort_status_t ep_progress(tcp_ep_t *ep)
             fdent_t *e = (fdent_t *)evs[i].data.ptr;
             switch (e->kind) {
             case FD_LISTEN:
-                listen_progress(ep);
+                listen_progress((tcp_listener_t *)e->obj);
                 break;
             case FD_INCOMING:
                 inc_progress(ep, (incoming_t *)e->obj, evs[i].events);
@@ -1276,6 +1341,12 @@ static cohort_status_t tcp_init(const cohort_host_v1_t *host, cohort_tp_ctx_t *c
     }
     tcp_ctx_t *c = calloc(1, sizeof *c);
     if (!c) return host->error(COHORT_ERR_NO_MEMORY, "tcp: no memory for the plugin context");
+    int e = pthread_mutex_init(&c->lock, NULL);
+    if (e) {
+        free(c);
+        return host->error(COHORT_ERR_SYSTEM, "tcp: pthread_mutex_init for the plugin context "
+                           "failed: %s", strerror(e));
+    }
     c->host = host;
     *ctx = c;
     return COHORT_SUCCESS;
@@ -1288,6 +1359,8 @@ static cohort_status_t tcp_finalize(cohort_tp_ctx_t ctxv)
     tcp_ctx_t *ctx = (tcp_ctx_t *)ctxv;
     if (!ctx) return COHORT_SUCCESS;
     while (ctx->eps) tcp_ep_close(ctx->eps);
+    pthread_mutex_destroy(&ctx->lock);
+    free(ctx->unreach);
     free(ctx);
     return COHORT_SUCCESS;
 }
@@ -1307,6 +1380,449 @@ static cohort_status_t tcp_get_attr(cohort_tp_ctx_t ctxv, cohort_transport_attr_
     return COHORT_SUCCESS;
 }
 
+/* ---- candidates -------------------------------------------------------------------------- */
+
+/* This rank's network namespace as TCP_NETNS_LEN bytes that every rank of the job computes the
+ * same way: the kernel's boot id with the device and inode of /proc/self/ns/net (two namespaces
+ * of one boot never share an inode; another host has another boot id), through the job's HMAC.
+ * Without /proc/self/ns/net the host name stands in for the namespace. */
+static void netns_id(const cohort_host_v1_t *host, unsigned char out[TCP_NETNS_LEN])
+{
+    unsigned char in[sizeof TCP_LABEL_NETNS + 64 + 16 + 256];
+    memset(in, 0, sizeof in);
+    memcpy(in, TCP_LABEL_NETNS, sizeof TCP_LABEL_NETNS);
+    unsigned char *p = in + sizeof TCP_LABEL_NETNS;
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t r = read(fd, p, 64);
+        (void)r;
+        close(fd);
+    }
+    struct stat st;
+    if (stat("/proc/self/ns/net", &st) == 0) {
+        tcp_put64(p + 64, (uint64_t)st.st_dev);
+        tcp_put64(p + 72, (uint64_t)st.st_ino);
+    } else {
+        (void)gethostname((char *)p + 80, 255);
+    }
+    unsigned char mac[TCP_MAC_LEN];
+    host->auth(in, sizeof in, mac);
+    memcpy(out, mac, TCP_NETNS_LEN);
+}
+
+static int cand_is_loopback(const tcp_cand_t *c)
+{
+    static const unsigned char v6lo[16] = { [15] = 1 };
+    if (c->flags & TCP_CAND_LOOPBACK) return 1;
+    if (c->family == AF_INET) return c->addr[0] == 127;
+    return memcmp(c->addr, v6lo, 16) == 0;
+}
+
+static int cand_is_linklocal(const tcp_cand_t *c)
+{
+    if (c->family == AF_INET6) return c->addr[0] == 0xfe && (c->addr[1] & 0xc0) == 0x80;
+    return 0;
+}
+
+static int cand_same_ip(const tcp_cand_t *a, const tcp_cand_t *b)
+{
+    return a->family == b->family && !memcmp(a->addr, b->addr, a->family == AF_INET ? 4 : 16) &&
+           (a->family == AF_INET || a->scope_id == b->scope_id);
+}
+
+/* "eth0 10.0.0.1:4242" */
+static void cand_format(const tcp_cand_t *c, char *buf, size_t len)
+{
+    char a[TCP_ADDRSTR];
+    format_addr(c->family, c->addr, c->port, a, sizeof a);
+    snprintf(buf, len, "%s %s", c->ifname[0] ? c->ifname : "(unnamed)", a);
+}
+
+/* NULL when this endpoint may try candidate c of the peer whose address is a; else why not (in
+ * buf). Decided from the blobs alone, without touching the network. */
+static const char *cand_skip_reason(const tcp_ep_t *ep, const tcp_addr_t *a,
+                                    const tcp_cand_t *c, char *buf, size_t len)
+{
+    int have = 0;
+    for (int i = 0; i < ep->nlis; i++)
+        if (ep->lis[i].cand.family == c->family) have = 1;
+    if (!have) {
+        snprintf(buf, len, "this rank has no %s interface (see COHORT_SOCKET_IFNAME)",
+                 c->family == AF_INET ? "IPv4" : "IPv6");
+        return buf;
+    }
+    if (!memcmp(a->netns, ep->netns, TCP_NETNS_LEN)) return NULL;
+    if (cand_is_loopback(c)) {
+        snprintf(buf, len, "loopback address of another host or network namespace");
+        return buf;
+    }
+    if (cand_is_linklocal(c)) {
+        snprintf(buf, len, "link-local address of another host (its scope id means nothing "
+                 "here)");
+        return buf;
+    }
+    for (int i = 0; i < ep->nlis; i++)
+        if (cand_same_ip(&ep->lis[i].cand, c)) {
+            snprintf(buf, len, "this host has the same address on %s, so it would reach this "
+                     "host, not the peer", ep->lis[i].cand.ifname);
+            return buf;
+        }
+    return NULL;
+}
+
+/* The cache entry for c's IP address, or NULL. Call with ctx->lock held. */
+static unreach_t *unreach_find(tcp_ctx_t *ctx, const tcp_cand_t *c)
+{
+    for (int i = 0; i < ctx->nunreach; i++) {
+        unreach_t *u = &ctx->unreach[i];
+        tcp_cand_t k;
+        memset(&k, 0, sizeof k);
+        k.family = u->family;
+        k.scope_id = u->scope_id;
+        memcpy(k.addr, u->addr, 16);
+        if (cand_same_ip(&k, c)) return u;
+    }
+    return NULL;
+}
+
+/* 1 if the address was found unreachable earlier (why receives the reason). */
+static int unreach_lookup(tcp_ctx_t *ctx, const tcp_cand_t *c, char *why, size_t len)
+{
+    pthread_mutex_lock(&ctx->lock);
+    const unreach_t *u = unreach_find(ctx, c);
+    int found = u && !u->reachable;
+    if (found) snprintf(why, len, "%s; found earlier, not probed again", u->why);
+    pthread_mutex_unlock(&ctx->lock);
+    return found;
+}
+
+/* Records that c's address answered (reachable) or could not be reached (why). An address that
+ * answered once is never marked unreachable later: a port that does not answer in time (a
+ * listener whose backlog is full) says nothing about the address. */
+static void unreach_note(tcp_ctx_t *ctx, const tcp_cand_t *c, int reachable, const char *why)
+{
+    pthread_mutex_lock(&ctx->lock);
+    unreach_t *old = unreach_find(ctx, c);
+    if (old) {
+        if (reachable) old->reachable = 1;
+        pthread_mutex_unlock(&ctx->lock);
+        return;
+    }
+    if (ctx->nunreach == ctx->capunreach) {
+        int cap = ctx->capunreach ? 2 * ctx->capunreach : 16;
+        unreach_t *n = realloc(ctx->unreach, (size_t)cap * sizeof *n);
+        if (!n) {   /* only a cache: without it the timeout is paid again */
+            pthread_mutex_unlock(&ctx->lock);
+            return;
+        }
+        ctx->unreach = n;
+        ctx->capunreach = cap;
+    }
+    unreach_t *u = &ctx->unreach[ctx->nunreach++];
+    memset(u, 0, sizeof *u);
+    u->family = c->family;
+    u->scope_id = c->scope_id;
+    memcpy(u->addr, c->addr, 16);
+    u->reachable = reachable;
+    snprintf(u->why, sizeof u->why, "%s", why ? why : "");
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+/* Identity of a peer's set of addresses (its host and namespace, ports left out): the ranks of
+ * one host share it, so the choice is logged once per host. */
+static uint64_t addr_set_key(const tcp_addr_t *a)
+{
+    uint64_t h = 1469598103934665603ull;
+    unsigned char b[24];
+    for (size_t i = 0; i < TCP_NETNS_LEN; i++) h = (h ^ a->netns[i]) * 1099511628211ull;
+    for (unsigned i = 0; i < a->ncand; i++) {
+        tcp_put16(b, a->cand[i].family);
+        tcp_put32(b + 2, a->cand[i].scope_id);
+        memcpy(b + 6, a->cand[i].addr, 16);
+        for (size_t j = 0; j < 22; j++) h = (h ^ b[j]) * 1099511628211ull;
+    }
+    return h;
+}
+
+/* 1 the first time key is seen on this endpoint. */
+static int first_log(tcp_ep_t *ep, uint64_t key)
+{
+    for (int i = 0; i < ep->nlogged; i++)
+        if (ep->logged[i] == key) return 0;
+    if (ep->nlogged == ep->caplogged) {
+        int cap = ep->caplogged ? 2 * ep->caplogged : 8;
+        uint64_t *n = realloc(ep->logged, (size_t)cap * sizeof *n);
+        if (!n) return 1;   /* log again rather than never */
+        ep->logged = n;
+        ep->caplogged = cap;
+    }
+    ep->logged[ep->nlogged++] = key;
+    return 1;
+}
+
+/* ---- the reachability probe -------------------------------------------------------------- */
+
+enum { PR_SKIP = 1, PR_PENDING, PR_OK, PR_FAIL, PR_UNUSED };
+typedef struct probe {
+    int state;
+    int fd;
+    int err;                       /* PR_FAIL: errno (ETIMEDOUT: our deadline); 0: from cache */
+    char why[160];
+    char local[TCP_ADDRSTR];       /* PR_OK: this side of the connection */
+} probe_t;
+
+static double mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* Errors that say the address cannot be reached from here (not just "nobody on that port"). */
+static int errno_unreachable(int e)
+{
+    return e == ENETUNREACH || e == EHOSTUNREACH || e == ENETDOWN || e == EHOSTDOWN ||
+           e == ETIMEDOUT;
+}
+
+static void probe_fail(probe_t *p, int err, const char *why)
+{
+    p->state = PR_FAIL;
+    p->err = err;
+    snprintf(p->why, sizeof p->why, "%s", why);
+}
+
+static void probe_connected(probe_t *p)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    p->state = PR_OK;
+    if (getsockname(p->fd, (struct sockaddr *)&ss, &sl) == 0)
+        format_sockaddr(&ss, p->local, sizeof p->local);
+    else
+        snprintf(p->local, sizeof p->local, "?");
+}
+
+/* 1 if the non-blocking connect on fd has completed successfully by now. */
+static int connected_now(int fd)
+{
+    struct pollfd q = { .fd = fd, .events = POLLOUT };
+    if (poll(&q, 1, 0) != 1 || !(q.revents & POLLOUT)) return 0;
+    int err = 0;
+    socklen_t el = sizeof err;
+    return getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0;
+}
+
+static cohort_status_t tcp_progress(cohort_tp_ep_t epv);
+
+/* Probes every usable candidate of the peer at once and waits (at most ep->probe_ms) until the
+ * most preferred one that can still answer has answered or failed. Records the result in
+ * ep->routes[peer]; 1 if a candidate answered. */
+static int probe_peer(tcp_ep_t *ep, int peer, const tcp_addr_t *a)
+{
+    const cohort_host_v1_t *host = ep->host;
+    probe_t pr[TCP_ADDR_MAX_CANDS];
+    unsigned n = a->ncand;
+    for (unsigned i = 0; i < n; i++) {
+        const tcp_cand_t *c = &a->cand[i];
+        probe_t *p = &pr[i];
+        memset(p, 0, sizeof *p);
+        p->fd = -1;
+        if (cand_skip_reason(ep, a, c, p->why, sizeof p->why)) {
+            p->state = PR_SKIP;
+            continue;
+        }
+        if (unreach_lookup(ep->ctx, c, p->why, sizeof p->why)) {
+            p->state = PR_FAIL;
+            continue;
+        }
+        struct sockaddr_storage ss;
+        socklen_t sl = make_sockaddr(c->family, c->addr, c->port, c->scope_id, &ss);
+        p->fd = socket(c->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (p->fd < 0) {
+            char why[128];
+            int e = errno;
+            snprintf(why, sizeof why, "socket() failed: %s", strerror(e));
+            probe_fail(p, e, why);
+            continue;
+        }
+        if (connect(p->fd, (struct sockaddr *)&ss, sl) == 0) {
+            probe_connected(p);
+        } else if (errno == EINPROGRESS || errno == EINTR) {
+            p->state = PR_PENDING;
+        } else {
+            int e = errno;
+            probe_fail(p, e, strerror(e));
+        }
+    }
+    double deadline = mono_ms() + (double)ep->probe_ms;
+    int chosen = -1;
+    for (;;) {
+        int wait = 0;
+        chosen = -1;
+        for (unsigned i = 0; i < n && chosen < 0 && !wait; i++) {
+            if (pr[i].state == PR_PENDING) wait = 1;
+            else if (pr[i].state == PR_OK) chosen = (int)i;
+        }
+        if (!wait) break;
+        double left = deadline - mono_ms();
+        if (left <= 0) {
+            char why[64];
+            snprintf(why, sizeof why, "no answer within %ld ms", ep->probe_ms);
+            for (unsigned i = 0; i < n; i++)
+                if (pr[i].state == PR_PENDING) probe_fail(&pr[i], ETIMEDOUT, why);
+            continue;
+        }
+        struct pollfd pf[TCP_ADDR_MAX_CANDS + 1];
+        unsigned idx[TCP_ADDR_MAX_CANDS];
+        nfds_t k = 0;
+        for (unsigned i = 0; i < n; i++)
+            if (pr[i].state == PR_PENDING) {
+                pf[k].fd = pr[i].fd;
+                pf[k].events = POLLOUT;
+                pf[k].revents = 0;
+                idx[k++] = i;
+            }
+        /* Our own listeners meanwhile: peers probe us at the same time; accepting their
+         * probes now keeps the listen backlogs short. */
+        nfds_t npend = k;
+        pf[k].fd = ep->epfd;
+        pf[k].events = POLLIN;
+        pf[k].revents = 0;
+        k++;
+        int ms = left >= (double)TCP_MAX_PROBE_MS ? TCP_MAX_PROBE_MS : (int)left + 1;
+        int r = poll(pf, k, ms);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            char why[128];
+            int e = errno;
+            snprintf(why, sizeof why, "poll() failed: %s", strerror(e));
+            for (unsigned i = 0; i < n; i++)
+                if (pr[i].state == PR_PENDING) probe_fail(&pr[i], e, why);
+            continue;
+        }
+        for (nfds_t j = 0; j < npend; j++) {
+            if (!pf[j].revents) continue;
+            probe_t *p = &pr[idx[j]];
+            int err = 0;
+            socklen_t el = sizeof err;
+            if (getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) err = errno;
+            if (!err && !(pf[j].revents & POLLOUT)) err = ECONNRESET;
+            if (err) probe_fail(p, err, strerror(err));
+            else probe_connected(p);
+        }
+        if (pf[npend].revents) (void)tcp_progress(ep);
+    }
+    /* Close every probe socket; those that connected (even late) carry the probe marker so the
+     * listener knows to close them quietly. */
+    for (unsigned i = 0; i < n; i++) {
+        probe_t *p = &pr[i];
+        int answered = p->state == PR_OK;
+        if (p->fd >= 0) {
+            /* a pending one, or one that timed out, may have connected since the last poll */
+            if (!answered && p->state != PR_SKIP) answered = connected_now(p->fd);
+            if (answered) {
+                unsigned char m[TCP_PROBE_SIZE];
+                tcp_probe_encode(m);
+                ssize_t w = send(p->fd, m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
+                (void)w;
+            }
+            close(p->fd);
+            p->fd = -1;
+        }
+        if (p->state == PR_PENDING) p->state = PR_UNUSED;
+        if (answered || (p->state == PR_FAIL && p->err == ECONNREFUSED))   /* refused: the host */
+            unreach_note(ep->ctx, &a->cand[i], 1, NULL);                   /* answered */
+        else if (p->state == PR_FAIL && errno_unreachable(p->err))
+            unreach_note(ep->ctx, &a->cand[i], 0, p->why);
+    }
+    /* The log line: what was chosen and why the peer's preferred addresses before it were not. */
+    char list[1400];
+    size_t used = 0;
+    unsigned upto = chosen >= 0 ? (unsigned)chosen : n;
+    for (unsigned i = 0; i < upto && used < sizeof list - 1; i++) {
+        char cs[TCP_ADDRSTR + TCP_IFNAME_LEN + 2];
+        cand_format(&a->cand[i], cs, sizeof cs);
+        int w = snprintf(list + used, sizeof list - used, "%s%s (%s)", used ? ", " : "", cs,
+                         pr[i].why);
+        if (w < 0) break;
+        used += (size_t)w;
+        if (used >= sizeof list) used = sizeof list - 1;
+    }
+    list[used] = '\0';
+    route_t *rt = &ep->routes[peer];
+    if (chosen >= 0) {
+        rt->state = RT_CHOSEN;
+        rt->cand = a->cand[chosen];
+        if (first_log(ep, addr_set_key(a))) {
+            char cs[TCP_ADDRSTR + TCP_IFNAME_LEN + 2];
+            cand_format(&a->cand[chosen], cs, sizeof cs);
+            host->log(COHORT_LOG_INFO, SUBSYS, "tcp: rank %d reaches rank %d (and any rank at "
+                      "the same addresses) at %s from %s: it answered the probe%s%s", ep->rank,
+                      peer, cs, pr[chosen].local, used ? "; dropped " : "", list);
+        }
+        return 1;
+    }
+    rt->state = RT_NONE;
+    host->log(COHORT_LOG_INFO, SUBSYS, "tcp: rank %d cannot reach rank %d: none of its %u "
+              "address%s answered the probe (or could be tried): %s", ep->rank, peer, n,
+              n == 1 ? "" : "es", used ? list : "(none)");
+    return 0;
+}
+
+/* ---- endpoints --------------------------------------------------------------------------- */
+
+/* Opens the listening socket for one interface: 0, or an errno with *what naming the call. */
+static int listen_on(tcp_listener_t *l, const cohort_netif_t *nif, const char **what)
+{
+    memset(&l->cand, 0, sizeof l->cand);
+    l->fd = -1;
+    tcp_cand_t *c = &l->cand;
+    c->family = (uint16_t)nif->family;
+    memcpy(c->addr, nif->addr, nif->family == AF_INET ? 4 : 16);
+    unsigned maxp = nif->family == AF_INET ? 32 : 128;
+    c->prefix_len = (uint8_t)(nif->prefix_len > maxp ? maxp : nif->prefix_len);
+    c->flags = nif->is_loopback ? TCP_CAND_LOOPBACK : 0;
+    snprintf(c->ifname, sizeof c->ifname, "%.16s", nif->name);
+    if (cand_is_linklocal(c)) c->scope_id = if_nametoindex(nif->name);
+    struct sockaddr_storage ss;
+    socklen_t sl = make_sockaddr(c->family, c->addr, 0, c->scope_id, &ss);
+    *what = "socket";
+    l->fd = socket(c->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (l->fd < 0) return errno;
+    *what = "bind";
+    if (bind(l->fd, (struct sockaddr *)&ss, sl) != 0) goto fail;
+    *what = "listen";
+    if (listen(l->fd, SOMAXCONN) != 0) goto fail;
+    *what = "getsockname";
+    sl = sizeof ss;
+    if (getsockname(l->fd, (struct sockaddr *)&ss, &sl) != 0) goto fail;
+    c->port = ntohs(c->family == AF_INET ? ((struct sockaddr_in *)(void *)&ss)->sin_port
+                    : ((struct sockaddr_in6 *)(void *)&ss)->sin6_port);
+    format_addr(c->family, c->addr, c->port, l->addrstr, sizeof l->addrstr);
+    return 0;
+fail:;
+    int e = errno;
+    close(l->fd);
+    l->fd = -1;
+    return e;
+}
+
+/* Frees an endpoint that is not (or no longer) on the context's list. */
+static void ep_destroy(tcp_ep_t *ep)
+{
+    while (ep->conns) conn_destroy(ep->conns);
+    while (ep->inc_h) inc_free(ep, ep->inc_h, 1);
+    while (ep->early) inc_free(ep, ep->early, 1);
+    for (int i = 0; i < ep->nlis; i++) close_fd(ep->epfd, ep->lis[i].fd);
+    close_fd(ep->epfd, ep->evfd);
+    if (ep->epfd >= 0) close(ep->epfd);
+    free(ep->scratch);
+    free(ep->routes);
+    free(ep->logged);
+    free(ep);
+}
+
 static cohort_status_t tcp_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t *info,
                                    cohort_tp_ep_t *epp, void *addr, size_t *addrlen)
 {
@@ -1315,31 +1831,39 @@ static cohort_status_t tcp_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
     cohort_status_t st = cohort_ep_open_check(host, "tcp", info, epp, addr, addrlen);
     if (st) return st;
     _Static_assert(TCP_JOBID_LEN > 63, "a job id of 63 characters (cohort_ep_open_check) fits");
+    _Static_assert(TCP_ADDR_MAX_SIZE <= COHORT_ADDR_MAX, "the tcp address fits COHORT_ADDR_MAX");
     const char *job = info->job_id ? info->job_id : "";
-    if (*addrlen < TCP_ADDR_SIZE)
+    if (*addrlen < tcp_addr_size(1))
         return host->error(COHORT_ERR_INVALID_ARG, "tcp: ep_open: the address buffer holds %zu "
-                           "bytes, the tcp address needs %d", *addrlen, TCP_ADDR_SIZE);
+                           "bytes, the tcp address needs at least %zu (COHORT_ADDR_MAX is "
+                           "always enough)", *addrlen, tcp_addr_size(1));
+    size_t fit = (*addrlen - TCP_ADDR_HDR_SIZE) / TCP_ADDR_CAND_SIZE;
+    int maxc = fit < TCP_ADDR_MAX_CANDS ? (int)fit : TCP_ADDR_MAX_CANDS;
     long nsocks = TCP_DEFAULT_NSOCKS;
     st = host->setting_long("COHORT_SOCKET_NSOCKS", &nsocks);
     if (st != COHORT_SUCCESS) return st;
     if (nsocks < 1 || nsocks > TCP_MAX_NSOCKS)
         return host->error(COHORT_ERR_INVALID_ARG, "COHORT_SOCKET_NSOCKS=%ld is out of range: "
                            "use 1 to %d sockets per peer", nsocks, TCP_MAX_NSOCKS);
+    long probe_ms = TCP_DEFAULT_PROBE_MS;
+    st = host->setting_long("COHORT_SOCKET_PROBE_MS", &probe_ms);
+    if (st != COHORT_SUCCESS) return st;
+    if (probe_ms < 1 || probe_ms > TCP_MAX_PROBE_MS)
+        return host->error(COHORT_ERR_INVALID_ARG, "COHORT_SOCKET_PROBE_MS=%ld is out of range: "
+                           "use 1 to %d milliseconds (how long the tcp transport waits for a "
+                           "peer's address to answer at start-up)", probe_ms, TCP_MAX_PROBE_MS);
     const cohort_netif_t *ifs = NULL;
     int nifs = 0;
     st = host->netifs(&ifs, &nifs);
     if (st != COHORT_SUCCESS) return st;
     if (nifs <= 0 || !ifs) {
         const char *spec = host->setting("COHORT_SOCKET_IFNAME");
-        return host->error(COHORT_ERR_TRANSPORT, "tcp: no network interface to listen on%s%s%s "
-                           "(no interface with an IPv4/IPv6 address is up); bring one up or "
-                           "change COHORT_SOCKET_IFNAME", spec ? " (COHORT_SOCKET_IFNAME='" : "",
-                           spec ? spec : "", spec ? "')" : "");
+        return host->error(COHORT_ERR_TRANSPORT, "tcp: rank %d has no network interface to "
+                           "listen on%s%s%s (no interface with an IPv4/IPv6 address is up); "
+                           "bring one up or change COHORT_SOCKET_IFNAME", info->rank,
+                           spec ? " (COHORT_SOCKET_IFNAME='" : "", spec ? spec : "",
+                           spec ? "')" : "");
     }
-    const cohort_netif_t *nif = &ifs[0];
-    if (nif->family != AF_INET && nif->family != AF_INET6)
-        return host->error(COHORT_ERR_TRANSPORT, "tcp: interface %.32s has address family %d, "
-                           "neither IPv4 nor IPv6", nif->name, nif->family);
 
     tcp_ep_t *ep = calloc(1, sizeof *ep);
     if (!ep) return host->error(COHORT_ERR_NO_MEMORY, "tcp: no memory for an endpoint");
@@ -1349,81 +1873,110 @@ static cohort_status_t tcp_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
     ep->nranks = info->nranks;
     ep->comm_id = info->comm_id;
     memcpy(ep->job_id, job, strlen(job));
-    ep->family = nif->family;
-    memcpy(ep->laddr, nif->addr, nif->family == AF_INET ? 4 : 16);
-    snprintf(ep->ifname, sizeof ep->ifname, "%.31s", nif->name);
     ep->nsocks = (int)nsocks;
-    ep->listen_fd = ep->epfd = ep->evfd = -1;
-    ep->listen_ent.kind = FD_LISTEN;
-    ep->listen_ent.obj = ep;
+    ep->probe_ms = probe_ms;
     ep->ev_ent.kind = FD_EVENT;
     ep->ev_ent.obj = ep;
-
-    struct sockaddr_storage ss;
-    socklen_t sl = make_sockaddr(ep->family, ep->laddr, 0, 0, &ss);
-    const char *what = "socket";
-    ep->listen_fd = socket(ep->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (ep->listen_fd >= 0) {
-        what = "bind";
-        if (bind(ep->listen_fd, (struct sockaddr *)&ss, sl) == 0) {
-            what = "listen";
-            if (listen(ep->listen_fd, SOMAXCONN) == 0) {
-                what = "getsockname";
-                sl = sizeof ss;
-                if (getsockname(ep->listen_fd, (struct sockaddr *)&ss, &sl) == 0) what = NULL;
-            }
-        }
-    }
-    if (what) {
-        int e = errno;
-        char a[INET6_ADDRSTRLEN] = "?";
-        inet_ntop(ep->family, ep->laddr, a, sizeof a);
-        if (ep->listen_fd >= 0) close(ep->listen_fd);
-        free(ep);
-        return host->error(COHORT_ERR_TRANSPORT, "tcp: cannot listen on interface %s (%s): %s "
-                           "failed: %s", nif->name, a, what, strerror(e));
-    }
-    ep->port = ntohs(ep->family == AF_INET ? ((struct sockaddr_in *)(void *)&ss)->sin_port
-                     : ((struct sockaddr_in6 *)(void *)&ss)->sin6_port);
-    format_addr(ep->family, ep->laddr, ep->port, ep->addrstr, sizeof ep->addrstr);
     ep->epfd = epoll_create1(EPOLL_CLOEXEC);
     ep->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &ep->listen_ent };
     struct epoll_event eev = { .events = EPOLLIN, .data.ptr = &ep->ev_ent };
-    if (ep->epfd < 0 || ep->evfd < 0 ||
-        epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->listen_fd, &ev) != 0 ||
-        epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->evfd, &eev) != 0) {
+    if (ep->epfd < 0 || ep->evfd < 0 || epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->evfd, &eev) != 0) {
         int e = errno;
-        if (ep->epfd >= 0) close(ep->epfd);
-        if (ep->evfd >= 0) close(ep->evfd);
-        close(ep->listen_fd);
-        free(ep);
-        return host->error(COHORT_ERR_SYSTEM, "tcp: epoll setup for the endpoint failed: %s",
-                           strerror(e));
+        ep_destroy(ep);
+        return host->error(COHORT_ERR_SYSTEM, "tcp: epoll setup for the endpoint of rank %d "
+                           "failed: %s%s", info->rank, strerror(e), (e == EMFILE || e == ENFILE)
+                           ? " (out of file descriptors: raise ulimit -n)" : "");
     }
+
+    /* One listener per allowed interface, best first; one that fails is left out. */
+    char tried[1024] = "";
+    size_t tused = 0;
+    int considered = 0;
+    for (int i = 0; i < nifs && ep->nlis < maxc; i++) {
+        const cohort_netif_t *nif = &ifs[i];
+        considered = i + 1;
+        char a[INET6_ADDRSTRLEN] = "?";
+        if (nif->family != AF_INET && nif->family != AF_INET6) {
+            host->log(COHORT_LOG_INFO, SUBSYS, "tcp: rank %d leaves out interface %.32s: address "
+                      "family %d is neither IPv4 nor IPv6", ep->rank, nif->name, nif->family);
+            continue;
+        }
+        inet_ntop(nif->family, nif->addr, a, sizeof a);
+        tcp_listener_t *l = &ep->lis[ep->nlis];
+        l->ent.kind = FD_LISTEN;
+        l->ent.obj = l;
+        l->ep = ep;
+        const char *what = NULL;
+        int e = listen_on(l, nif, &what);
+        if (!e) {
+            struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &l->ent };
+            if (epoll_ctl(ep->epfd, EPOLL_CTL_ADD, l->fd, &ev) != 0) {
+                e = errno;
+                what = "epoll_ctl";
+                close(l->fd);
+                l->fd = -1;
+            }
+        }
+        if (e) {
+            host->log(COHORT_LOG_INFO, SUBSYS, "tcp: rank %d cannot listen on interface %.32s "
+                      "(%s): %s failed: %s; that interface is left out", ep->rank, nif->name, a,
+                      what, strerror(e));
+            if (tused < sizeof tried) {
+                int w = snprintf(tried + tused, sizeof tried - tused, "%s%.32s %s (%s: %s)",
+                                 tused ? ", " : "", nif->name, a, what, strerror(e));
+                if (w > 0) tused += (size_t)w;
+            }
+            continue;
+        }
+        ep->nlis++;
+    }
+    if (ep->nlis == 0) {
+        ep_destroy(ep);
+        return host->error(COHORT_ERR_TRANSPORT, "tcp: rank %d cannot listen on any of its "
+                           "interfaces: %s; check that these addresses are still up and "
+                           "usable, or choose others with COHORT_SOCKET_IFNAME", info->rank,
+                           tried[0] ? tried : "(none with an IPv4/IPv6 address)");
+    }
+    if (considered < nifs)
+        host->log(COHORT_LOG_INFO, SUBSYS, "tcp: rank %d offers only its first %d interface "
+                  "addresses (the %d after them are left out; COHORT_SOCKET_IFNAME chooses)",
+                  ep->rank, ep->nlis, nifs - considered);
     unsigned char jin[TCP_JOB_MAC_INPUT];
     tcp_job_mac_input(ep->job_id, jin);
     host->auth(jin, sizeof jin, ep->job_hash);
+    netns_id(host, ep->netns);
 
     tcp_addr_t a;
     memset(&a, 0, sizeof a);
     a.magic = TCP_ADDR_MAGIC;
     a.version = TCP_PROTO_VERSION;
-    a.family = (uint16_t)ep->family;
-    a.port = ep->port;
-    memcpy(a.addr, ep->laddr, 16);
+    a.ncand = (uint16_t)ep->nlis;
     a.rank = (uint32_t)ep->rank;
     a.nranks = (uint32_t)ep->nranks;
     a.comm_id = ep->comm_id;
     memcpy(a.job_hash, ep->job_hash, TCP_MAC_LEN);
-    tcp_addr_encode(&a, (unsigned char *)addr);
-    *addrlen = TCP_ADDR_SIZE;
+    memcpy(a.netns, ep->netns, TCP_NETNS_LEN);
+    for (int i = 0; i < ep->nlis; i++) a.cand[i] = ep->lis[i].cand;
+    size_t len = tcp_addr_encode(&a, (unsigned char *)addr, *addrlen);
+    if (len == 0) {   /* cannot happen: maxc keeps it inside *addrlen */
+        ep_destroy(ep);
+        return host->error(COHORT_ERR_INTERNAL, "tcp: rank %d: the address of %d candidates "
+                           "does not fit %zu bytes", info->rank, (int)a.ncand, *addrlen);
+    }
+    *addrlen = len;
 
     ep->next = ctx->eps;
     if (ctx->eps) ctx->eps->prev = ep;
     ctx->eps = ep;
-    host->log(COHORT_LOG_INFO, SUBSYS, "tcp: rank %d listening on %s (%s), %d socket%s per peer",
-              ep->rank, ep->addrstr, ep->ifname, ep->nsocks, ep->nsocks == 1 ? "" : "s");
+    char where[600];
+    size_t wu = 0;
+    for (int i = 0; i < ep->nlis && wu < sizeof where; i++) {
+        int w = snprintf(where + wu, sizeof where - wu, "%s%s (%s)", i ? ", " : "",
+                         ep->lis[i].addrstr, ep->lis[i].cand.ifname);
+        if (w > 0) wu += (size_t)w;
+    }
+    host->log(COHORT_LOG_INFO, SUBSYS, "tcp: rank %d listening on %s; %d socket%s per peer",
+              ep->rank, where, ep->nsocks, ep->nsocks == 1 ? "" : "s");
     *epp = ep;
     return COHORT_SUCCESS;
 }
@@ -1432,29 +1985,61 @@ static cohort_status_t tcp_ep_close(cohort_tp_ep_t epv)
 {
     tcp_ep_t *ep = (tcp_ep_t *)epv;
     if (!ep) return COHORT_SUCCESS;
-    while (ep->conns) conn_destroy(ep->conns);
-    while (ep->inc_h) inc_free(ep, ep->inc_h, 1);
-    while (ep->early) inc_free(ep, ep->early, 1);
-    close_fd(ep->epfd, ep->listen_fd);
-    close_fd(ep->epfd, ep->evfd);
-    if (ep->epfd >= 0) close(ep->epfd);
-    free(ep->scratch);
     tcp_ctx_t *ctx = ep->ctx;
     if (ep->prev) ep->prev->next = ep->next;
     else ctx->eps = ep->next;
     if (ep->next) ep->next->prev = ep->prev;
-    free(ep);
+    ep_destroy(ep);
     return COHORT_SUCCESS;
+}
+
+/* Checks that a blob is a tcp address of this job, communicator and peer: 0, or -1 with the
+ * reason in why. */
+static int peer_addr_check(const tcp_ep_t *ep, int peer, const void *blob, size_t len,
+                           tcp_addr_t *a, char *why, size_t wl)
+{
+    int e = tcp_addr_decode(blob, len, a);
+    if (e != TCP_ADDR_OK) {
+        snprintf(why, wl, "the address of rank %d (%zu bytes) is not usable: %s", peer, len,
+                 tcp_addr_strerror(e));
+        return -1;
+    }
+    if (!ct_equal(a->job_hash, ep->job_hash, TCP_MAC_LEN)) {
+        snprintf(why, wl, "the address of rank %d belongs to another job (different "
+                 "COHORT_JOB_ID or COHORT_SECRET)", peer);
+        return -1;
+    }
+    if (a->rank != (uint32_t)peer || a->comm_id != ep->comm_id ||
+        a->nranks != (uint32_t)ep->nranks) {
+        snprintf(why, wl, "the address given for rank %d is rank %u's of communicator %llu with "
+                 "%u ranks (expected communicator %llu with %d ranks)", peer, (unsigned)a->rank,
+                 (unsigned long long)a->comm_id, (unsigned)a->nranks,
+                 (unsigned long long)ep->comm_id, ep->nranks);
+        return -1;
+    }
+    return 0;
 }
 
 static int tcp_can_reach(cohort_tp_ep_t epv, int peer, const void *peer_addr, size_t addrlen)
 {
     tcp_ep_t *ep = (tcp_ep_t *)epv;
+    if (!ep || peer < 0 || peer >= ep->nranks || peer == ep->rank) return 0;
     tcp_addr_t a;
-    if (!ep || peer < 0 || peer >= ep->nranks) return 0;
-    if (tcp_addr_decode(peer_addr, addrlen, &a) != 0) return 0;
-    if (!ct_equal(a.job_hash, ep->job_hash, TCP_MAC_LEN)) return 0;  /* another job */
-    return a.family == ep->family;
+    char why[400];
+    if (peer_addr_check(ep, peer, peer_addr, addrlen, &a, why, sizeof why) != 0) {
+        ep->host->log(COHORT_LOG_INFO, SUBSYS, "tcp: rank %d cannot use tcp to rank %d: %s",
+                      ep->rank, peer, why);
+        return 0;
+    }
+    /* Accept the probes waiting for us first: every rank probes at the same time, and a
+     * listener whose backlog overflows drops SYNs (which would look like no answer). */
+    (void)tcp_progress(ep);
+    if (!ep->routes && !(ep->routes = calloc((size_t)ep->nranks, sizeof *ep->routes))) {
+        ep->host->log(COHORT_LOG_WARN, SUBSYS, "tcp: rank %d: no memory for the reachability "
+                      "table of %d ranks; tcp is not used", ep->rank, ep->nranks);
+        return 0;
+    }
+    return probe_peer(ep, peer, &a);
 }
 
 static cohort_status_t tcp_connect(cohort_tp_ep_t epv, int peer, const void *peer_addr,
@@ -1467,34 +2052,56 @@ static cohort_status_t tcp_connect(cohort_tp_ep_t epv, int peer, const void *pee
     if (peer < 0 || peer >= ep->nranks)
         return host->error(COHORT_ERR_INVALID_ARG, "tcp: connect: rank %d is not in [0,%d)",
                            peer, ep->nranks);
-    tcp_addr_t a;
-    if (tcp_addr_decode(peer_addr, addrlen, &a) != 0)
-        return host->error(COHORT_ERR_INVALID_ARG, "tcp: connect: the address of rank %d is not "
-                           "a tcp address of this version (%zu bytes; a different cohort "
-                           "version or another transport's address?)", peer, addrlen);
-    if (!ct_equal(a.job_hash, ep->job_hash, TCP_MAC_LEN))
-        return host->error(COHORT_ERR_INVALID_ARG, "tcp: connect: the address of rank %d belongs "
-                           "to another job (different COHORT_JOB_ID or COHORT_SECRET)", peer);
-    if (a.rank != (uint32_t)peer || a.comm_id != ep->comm_id || a.nranks != (uint32_t)ep->nranks)
-        return host->error(COHORT_ERR_INVALID_ARG, "tcp: connect: the address given for rank %d "
-                           "is rank %u's of communicator %llu with %u ranks (expected "
-                           "communicator %llu with %d ranks)", peer, (unsigned)a.rank,
-                           (unsigned long long)a.comm_id, (unsigned)a.nranks,
-                           (unsigned long long)ep->comm_id, ep->nranks);
-    if (a.family != ep->family)
-        return host->error(COHORT_ERR_INVALID_ARG, "tcp: connect: rank %d listens on an %s "
-                           "address but this rank uses %s (set COHORT_SOCKET_IFNAME the same "
-                           "way on every host)", peer, a.family == AF_INET ? "IPv4" : "IPv6",
-                           ep->family == AF_INET ? "IPv4" : "IPv6");
+    tcp_addr_t pa;
+    char why[400];
+    if (peer_addr_check(ep, peer, peer_addr, addrlen, &pa, why, sizeof why) != 0)
+        return host->error(COHORT_ERR_INVALID_ARG, "tcp: rank %d connecting to rank %d: %s "
+                           "(a different cohort version, or another transport's address?)",
+                           ep->rank, peer, why);
+    /* The candidate can_reach found answering; without a probe (can_reach not called for this
+     * peer), the peer's most preferred candidate that this rank may use at all. */
+    const tcp_cand_t *cand = NULL;
+    const route_t *rt = ep->routes ? &ep->routes[peer] : NULL;
+    if (rt && rt->state == RT_CHOSEN)
+        for (unsigned i = 0; i < pa.ncand && !cand; i++)
+            if (cand_same_ip(&pa.cand[i], &rt->cand) && pa.cand[i].port == rt->cand.port)
+                cand = &pa.cand[i];
+    if (!cand && rt && rt->state == RT_NONE)
+        return host->error(COHORT_ERR_TRANSPORT, "tcp: rank %d connecting to rank %d: none of "
+                           "its addresses answered the reachability probe (the INFO log of "
+                           "COHORT_DEBUG=INFO lists each address and why); check the network "
+                           "between the hosts and firewalls, or choose interfaces with "
+                           "COHORT_SOCKET_IFNAME", ep->rank, peer);
+    char skipped[1200] = "";
+    size_t su = 0;
+    for (unsigned i = 0; i < pa.ncand && !cand; i++) {
+        char r[160];
+        if (!cand_skip_reason(ep, &pa, &pa.cand[i], r, sizeof r) &&
+            !unreach_lookup(ep->ctx, &pa.cand[i], r, sizeof r)) {
+            cand = &pa.cand[i];
+            break;
+        }
+        char cs[TCP_ADDRSTR + TCP_IFNAME_LEN + 2];
+        cand_format(&pa.cand[i], cs, sizeof cs);
+        if (su < sizeof skipped) {
+            int w = snprintf(skipped + su, sizeof skipped - su, "%s%s (%s)", su ? ", " : "", cs,
+                             r);
+            if (w > 0) su += (size_t)w;
+        }
+    }
+    if (!cand)
+        return host->error(COHORT_ERR_TRANSPORT, "tcp: rank %d connecting to rank %d: none of "
+                           "its addresses is usable from here: %s; set COHORT_SOCKET_IFNAME so "
+                           "that the hosts share a network", ep->rank, peer, skipped);
     tcp_conn_t *c = conn_new(ep, peer, 1);
     if (!c) return host->error(COHORT_ERR_NO_MEMORY, "tcp: no memory for a connection");
     c->nsocks = ep->nsocks;
-    format_addr(a.family, a.addr, a.port, c->peer_addr, sizeof c->peer_addr);
+    format_addr(cand->family, cand->addr, cand->port, c->peer_addr, sizeof c->peer_addr);
     struct sockaddr_storage ss;
-    socklen_t sl = make_sockaddr(a.family, a.addr, a.port, a.scope_id, &ss);
+    socklen_t sl = make_sockaddr(cand->family, cand->addr, cand->port, cand->scope_id, &ss);
     for (int i = 0; i < c->nsocks; i++) {
         tsock_t *s = &c->socks[i];
-        s->fd = socket(a.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        s->fd = socket(cand->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (s->fd < 0) {
             int e = errno;
             conn_destroy(c);
@@ -1535,8 +2142,10 @@ static cohort_status_t tcp_connect(cohort_tp_ep_t epv, int peer, const void *pee
             break;
         }
     }
-    host->log(COHORT_LOG_TRACE, SUBSYS, "tcp: rank %d connecting to rank %d at %s", ep->rank,
-              peer, c->peer_addr);
+    host->log(COHORT_LOG_TRACE, SUBSYS, "tcp: rank %d connecting to rank %d at %s (%s, %s)",
+              ep->rank, peer, c->peer_addr, cand->ifname,
+              rt && rt->state == RT_CHOSEN ? "it answered the probe" : "not probed: its first "
+              "usable address");
     *connp = c;
     return COHORT_SUCCESS;
 }

@@ -3,11 +3,23 @@
  * Every integer is encoded little-endian byte by byte, so the layouts below have no padding and
  * no host-order dependence.
  *
- * Address blob (what ep_open publishes; TCP_ADDR_SIZE bytes):
- *     0 magic "CTAD"   4 version u16   6 family u16 (AF_INET / AF_INET6)   8 port u16
- *    10 reserved u16  12 scope id u32  16 address[16] (network order; 4 bytes used for IPv4)
- *    32 rank u32      36 nranks u32    40 comm id u64   48 job hash[32] = auth("cohort-tcp-job",
- *                                                          job id[64])
+ * Address blob (what ep_open publishes; tcp_addr_size(n) = 72 + 48 * n bytes, n = 1..8 candidate
+ * addresses, at most 456 bytes, which fits COHORT_ADDR_MAX):
+ *     0 magic "CTAD"   4 version u16 (TCP_PROTO_VERSION)   6 candidate count n u16
+ *     8 rank u32      12 nranks u32   16 comm id u64
+ *    24 job hash[32] = auth("cohort-tcp-job", job id[64])
+ *    56 network namespace id[16]: auth("cohort-tcp-netns", boot id, dev and inode of
+ *       /proc/self/ns/net) truncated; equal ids mean "same host, same network namespace", which
+ *       is the only case in which a loopback candidate means anything to the reader
+ *    72 n candidates in the publisher's order of preference, 48 bytes each:
+ *        0 family u16 (AF_INET / AF_INET6)   2 port u16 (its own listening socket)
+ *        4 prefix length u8   5 flags u8 (bit 0: loopback)   6 reserved u16 (0)
+ *        8 IPv6 scope id u32 (0 unless link-local)   12 address[16] (network order; 4 bytes
+ *          used for IPv4)   28 interface name[16] (NUL padded)   44 reserved u32 (0)
+ *
+ * Reachability probe: a prober connects to a candidate and sends TCP_PROBE_SIZE bytes,
+ *     0 magic "CTPR"   4 version u32
+ * then closes. A listener that reads this instead of a hello closes the socket quietly.
  *
  * Handshake, one per socket. The connector sends a hello:
  *     0 magic "CTCH"   4 version u32   8 job id[64] (NUL padded)   72 comm id u64
@@ -30,11 +42,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/socket.h>   /* AF_INET, AF_INET6 */
 
-#define TCP_PROTO_VERSION 1u
+#define TCP_PROTO_VERSION 2u   /* 2: multi-address blob and the reachability probe */
 #define TCP_ADDR_MAGIC    0x44415443u   /* "CTAD" read as little-endian */
 #define TCP_HELLO_MAGIC   0x48435443u   /* "CTCH" */
 #define TCP_ACK_MAGIC     0x4b435443u   /* "CTCK" */
+#define TCP_PROBE_MAGIC   0x52505443u   /* "CTPR" */
 
 #define TCP_JOBID_LEN 64
 #define TCP_NONCE_LEN 16
@@ -42,7 +56,14 @@
 #define TCP_MAX_NSOCKS 16
 #define TCP_SPLIT_MIN ((size_t)64 * 1024)   /* messages this long or longer are striped */
 
-#define TCP_ADDR_SIZE  80
+#define TCP_ADDR_HDR_SIZE  72
+#define TCP_ADDR_CAND_SIZE 48
+#define TCP_ADDR_MAX_CANDS 8
+#define TCP_ADDR_MAX_SIZE  (TCP_ADDR_HDR_SIZE + TCP_ADDR_MAX_CANDS * TCP_ADDR_CAND_SIZE)
+#define TCP_IFNAME_LEN     16
+#define TCP_NETNS_LEN      16
+#define TCP_CAND_LOOPBACK  0x01u
+#define TCP_PROBE_SIZE     8
 #define TCP_HELLO_SIZE 152
 #define TCP_HELLO_MAC_OFF 120
 #define TCP_HELLO_NONCE_OFF 104
@@ -53,6 +74,7 @@
 #define TCP_LABEL_JOB   "cohort-tcp-job"
 #define TCP_LABEL_HELLO "cohort-tcp-hello"
 #define TCP_LABEL_ACK   "cohort-tcp-ack"
+#define TCP_LABEL_NETNS "cohort-tcp-netns"
 
 static inline void tcp_put16(unsigned char *p, uint16_t v)
 {
@@ -153,48 +175,127 @@ static inline void tcp_job_mac_input(const char job_id[TCP_JOBID_LEN], unsigned 
 }
 
 /* Decoded address blob. */
-typedef struct tcp_addr {
-    uint32_t magic;
-    uint16_t version, family, port;
+typedef struct tcp_cand {
+    uint16_t family, port;
+    uint8_t prefix_len, flags;
     uint32_t scope_id;
     unsigned char addr[16];
+    char ifname[TCP_IFNAME_LEN + 1];   /* always NUL-terminated once decoded */
+} tcp_cand_t;
+
+typedef struct tcp_addr {
+    uint32_t magic;
+    uint16_t version, ncand;
     uint32_t rank, nranks;
     uint64_t comm_id;
     unsigned char job_hash[TCP_MAC_LEN];
+    unsigned char netns[TCP_NETNS_LEN];
+    tcp_cand_t cand[TCP_ADDR_MAX_CANDS];
 } tcp_addr_t;
 
-static inline void tcp_addr_encode(const tcp_addr_t *a, unsigned char *b)
+static inline size_t tcp_addr_size(unsigned ncand)
 {
-    memset(b, 0, TCP_ADDR_SIZE);
-    tcp_put32(b + 0, a->magic);
-    tcp_put16(b + 4, a->version);
-    tcp_put16(b + 6, a->family);
-    tcp_put16(b + 8, a->port);
-    tcp_put32(b + 12, a->scope_id);
-    memcpy(b + 16, a->addr, 16);
-    tcp_put32(b + 32, a->rank);
-    tcp_put32(b + 36, a->nranks);
-    tcp_put64(b + 40, a->comm_id);
-    memcpy(b + 48, a->job_hash, TCP_MAC_LEN);
+    return TCP_ADDR_HDR_SIZE + (size_t)ncand * TCP_ADDR_CAND_SIZE;
 }
 
-/* 0 on success, -1 if the blob is not a TCP address of this protocol version. */
+/* Writes the blob into b (cap bytes); returns its size, or 0 if a->ncand is not 1..8 or the blob
+ * does not fit. */
+static inline size_t tcp_addr_encode(const tcp_addr_t *a, unsigned char *b, size_t cap)
+{
+    if (a->ncand < 1 || a->ncand > TCP_ADDR_MAX_CANDS) return 0;
+    size_t n = tcp_addr_size(a->ncand);
+    if (cap < n) return 0;
+    memset(b, 0, n);
+    tcp_put32(b + 0, a->magic);
+    tcp_put16(b + 4, a->version);
+    tcp_put16(b + 6, a->ncand);
+    tcp_put32(b + 8, a->rank);
+    tcp_put32(b + 12, a->nranks);
+    tcp_put64(b + 16, a->comm_id);
+    memcpy(b + 24, a->job_hash, TCP_MAC_LEN);
+    memcpy(b + 56, a->netns, TCP_NETNS_LEN);
+    for (unsigned i = 0; i < a->ncand; i++) {
+        const tcp_cand_t *c = &a->cand[i];
+        unsigned char *p = b + tcp_addr_size(i);
+        tcp_put16(p + 0, c->family);
+        tcp_put16(p + 2, c->port);
+        p[4] = c->prefix_len;
+        p[5] = c->flags;
+        tcp_put32(p + 8, c->scope_id);
+        memcpy(p + 12, c->addr, 16);
+        size_t l = strnlen(c->ifname, TCP_IFNAME_LEN);
+        memcpy(p + 28, c->ifname, l);
+    }
+    return n;
+}
+
+/* Why tcp_addr_decode refused a blob. */
+enum {
+    TCP_ADDR_OK = 0, TCP_ADDR_ESHORT = -1, TCP_ADDR_EMAGIC = -2, TCP_ADDR_EVERSION = -3,
+    TCP_ADDR_ECOUNT = -4, TCP_ADDR_ELENGTH = -5, TCP_ADDR_EFAMILY = -6, TCP_ADDR_EPORT = -7,
+    TCP_ADDR_EPREFIX = -8
+};
+
+static inline const char *tcp_addr_strerror(int e)
+{
+    switch (e) {
+    case TCP_ADDR_OK: return "valid";
+    case TCP_ADDR_ESHORT: return "shorter than a tcp address header";
+    case TCP_ADDR_EMAGIC: return "not a tcp address (bad magic)";
+    case TCP_ADDR_EVERSION: return "a tcp address of another protocol version (mixed cohort "
+                                   "versions in one job?)";
+    case TCP_ADDR_ECOUNT: return "candidate count out of range (1 to 8)";
+    case TCP_ADDR_ELENGTH: return "its length does not match its candidate count";
+    case TCP_ADDR_EFAMILY: return "a candidate is neither IPv4 nor IPv6";
+    case TCP_ADDR_EPORT: return "a candidate has port 0";
+    case TCP_ADDR_EPREFIX: return "a candidate's prefix length is too long for its family";
+    default: return "invalid";
+    }
+}
+
+/* TCP_ADDR_OK, or a TCP_ADDR_E* code (tcp_addr_strerror says why) when the blob is not a valid
+ * TCP address of this protocol version. */
 static inline int tcp_addr_decode(const void *blob, size_t len, tcp_addr_t *a)
 {
     const unsigned char *b = (const unsigned char *)blob;
-    if (!blob || len != TCP_ADDR_SIZE) return -1;
+    memset(a, 0, sizeof *a);
+    if (!blob || len < TCP_ADDR_HDR_SIZE) return TCP_ADDR_ESHORT;
     a->magic = tcp_get32(b + 0);
     a->version = tcp_get16(b + 4);
-    a->family = tcp_get16(b + 6);
-    a->port = tcp_get16(b + 8);
-    a->scope_id = tcp_get32(b + 12);
-    memcpy(a->addr, b + 16, 16);
-    a->rank = tcp_get32(b + 32);
-    a->nranks = tcp_get32(b + 36);
-    a->comm_id = tcp_get64(b + 40);
-    memcpy(a->job_hash, b + 48, TCP_MAC_LEN);
-    if (a->magic != TCP_ADDR_MAGIC || a->version != TCP_PROTO_VERSION) return -1;
-    return 0;
+    a->ncand = tcp_get16(b + 6);
+    if (a->magic != TCP_ADDR_MAGIC) return TCP_ADDR_EMAGIC;
+    if (a->version != TCP_PROTO_VERSION) return TCP_ADDR_EVERSION;
+    if (a->ncand < 1 || a->ncand > TCP_ADDR_MAX_CANDS) return TCP_ADDR_ECOUNT;
+    if (len != tcp_addr_size(a->ncand)) return TCP_ADDR_ELENGTH;
+    a->rank = tcp_get32(b + 8);
+    a->nranks = tcp_get32(b + 12);
+    a->comm_id = tcp_get64(b + 16);
+    memcpy(a->job_hash, b + 24, TCP_MAC_LEN);
+    memcpy(a->netns, b + 56, TCP_NETNS_LEN);
+    for (unsigned i = 0; i < a->ncand; i++) {
+        tcp_cand_t *c = &a->cand[i];
+        const unsigned char *p = b + tcp_addr_size(i);
+        c->family = tcp_get16(p + 0);
+        c->port = tcp_get16(p + 2);
+        c->prefix_len = p[4];
+        c->flags = p[5];
+        c->scope_id = tcp_get32(p + 8);
+        memcpy(c->addr, p + 12, 16);
+        memcpy(c->ifname, p + 28, TCP_IFNAME_LEN);
+        c->ifname[TCP_IFNAME_LEN] = '\0';
+        if (c->family != AF_INET && c->family != AF_INET6) return TCP_ADDR_EFAMILY;
+        if (c->port == 0) return TCP_ADDR_EPORT;
+        if (c->prefix_len > (c->family == AF_INET ? 32 : 128)) return TCP_ADDR_EPREFIX;
+        if (c->family == AF_INET) memset(c->addr + 4, 0, 12);
+    }
+    return TCP_ADDR_OK;
+}
+
+/* The reachability probe's bytes. */
+static inline void tcp_probe_encode(unsigned char b[TCP_PROBE_SIZE])
+{
+    tcp_put32(b, TCP_PROBE_MAGIC);
+    tcp_put32(b + 4, TCP_PROTO_VERSION);
 }
 
 #endif

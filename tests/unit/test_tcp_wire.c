@@ -1,0 +1,250 @@
+/* Unit tests for the TCP transport's address blob and probe marker (transports/tcp/tcp_wire.h):
+ * round trip, truncated and oversized blobs, candidate counts, versions and field checks. */
+#include <check.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <cohort/plugin.h>
+#include "transports/tcp/tcp_wire.h"
+
+static tcp_addr_t sample(unsigned ncand)
+{
+    tcp_addr_t a;
+    memset(&a, 0, sizeof a);
+    a.magic = TCP_ADDR_MAGIC;
+    a.version = TCP_PROTO_VERSION;
+    a.ncand = (uint16_t)ncand;
+    a.rank = 7;
+    a.nranks = 4096;
+    a.comm_id = 0x0123456789abcdefull;
+    for (int i = 0; i < TCP_MAC_LEN; i++) a.job_hash[i] = (unsigned char)(0xa0 + i);
+    for (int i = 0; i < TCP_NETNS_LEN; i++) a.netns[i] = (unsigned char)(0x30 + i);
+    for (unsigned i = 0; i < ncand && i < TCP_ADDR_MAX_CANDS; i++) {
+        tcp_cand_t *c = &a.cand[i];
+        if (i % 2 == 0) {
+            c->family = AF_INET;
+            c->addr[0] = 10;
+            c->addr[3] = (unsigned char)(i + 1);
+            c->prefix_len = 24;
+        } else {
+            c->family = AF_INET6;
+            c->addr[0] = 0xfd;
+            c->addr[15] = (unsigned char)i;
+            c->prefix_len = 64;
+            c->scope_id = 3 + i;
+        }
+        c->port = (uint16_t)(40000 + i);
+        c->flags = i == ncand - 1 ? TCP_CAND_LOOPBACK : 0;
+        snprintf(c->ifname, sizeof c->ifname, "if%u", i);
+    }
+    return a;
+}
+
+START_TEST(addr_fits)
+{
+    ck_assert_uint_le(TCP_ADDR_MAX_SIZE, COHORT_ADDR_MAX);
+    ck_assert_uint_eq(tcp_addr_size(1), 120);
+    ck_assert_uint_eq(tcp_addr_size(TCP_ADDR_MAX_CANDS), TCP_ADDR_MAX_SIZE);
+}
+END_TEST
+
+START_TEST(addr_round_trip)
+{
+    for (unsigned n = 1; n <= TCP_ADDR_MAX_CANDS; n++) {
+        tcp_addr_t a = sample(n), b;
+        unsigned char blob[COHORT_ADDR_MAX];
+        size_t len = tcp_addr_encode(&a, blob, sizeof blob);
+        ck_assert_uint_eq(len, tcp_addr_size(n));
+        ck_assert_int_eq(tcp_addr_decode(blob, len, &b), TCP_ADDR_OK);
+        ck_assert_uint_eq(b.ncand, n);
+        ck_assert_uint_eq(b.rank, 7);
+        ck_assert_uint_eq(b.nranks, 4096);
+        ck_assert(b.comm_id == a.comm_id);
+        ck_assert(!memcmp(b.job_hash, a.job_hash, TCP_MAC_LEN));
+        ck_assert(!memcmp(b.netns, a.netns, TCP_NETNS_LEN));
+        for (unsigned i = 0; i < n; i++) {
+            ck_assert_uint_eq(b.cand[i].family, a.cand[i].family);
+            ck_assert_uint_eq(b.cand[i].port, a.cand[i].port);
+            ck_assert_uint_eq(b.cand[i].prefix_len, a.cand[i].prefix_len);
+            ck_assert_uint_eq(b.cand[i].flags, a.cand[i].flags);
+            ck_assert_uint_eq(b.cand[i].scope_id, a.cand[i].scope_id);
+            ck_assert(!memcmp(b.cand[i].addr, a.cand[i].addr, 16));
+            ck_assert_str_eq(b.cand[i].ifname, a.cand[i].ifname);
+        }
+    }
+}
+END_TEST
+
+START_TEST(addr_layout)
+{
+    /* The documented offsets: little-endian, no padding. */
+    tcp_addr_t a = sample(2);
+    unsigned char b[COHORT_ADDR_MAX];
+    ck_assert_uint_eq(tcp_addr_encode(&a, b, sizeof b), 168);
+    ck_assert(!memcmp(b, "CTAD", 4));
+    ck_assert_uint_eq(b[4], TCP_PROTO_VERSION);
+    ck_assert_uint_eq(b[6], 2);
+    ck_assert_uint_eq(b[8], 7);
+    ck_assert_uint_eq(b[16], 0xef);
+    ck_assert_uint_eq(b[24], 0xa0);
+    ck_assert_uint_eq(b[56], 0x30);
+    ck_assert_uint_eq(tcp_get16(b + 72), AF_INET);
+    ck_assert_uint_eq(tcp_get16(b + 74), 40000);
+    ck_assert_uint_eq(b[76], 24);
+    ck_assert_uint_eq(b[84], 10);
+    ck_assert_str_eq((const char *)b + 100, "if0");
+    ck_assert_uint_eq(tcp_get16(b + 120), AF_INET6);
+    ck_assert_uint_eq(b[125], TCP_CAND_LOOPBACK);
+    ck_assert_uint_eq(tcp_get32(b + 128), 4);
+}
+END_TEST
+
+START_TEST(addr_long_ifname)
+{
+    /* A 16-character name fills its field without a NUL; decoding terminates it. */
+    tcp_addr_t a = sample(1), b;
+    memcpy(a.cand[0].ifname, "abcdefghijklmnop", 17);
+    unsigned char blob[COHORT_ADDR_MAX];
+    size_t len = tcp_addr_encode(&a, blob, sizeof blob);
+    ck_assert_int_eq(tcp_addr_decode(blob, len, &b), TCP_ADDR_OK);
+    ck_assert_str_eq(b.cand[0].ifname, "abcdefghijklmnop");
+    /* and garbage after it in the field never reaches the reader */
+    memset(blob + tcp_addr_size(0) + 28, 'x', TCP_IFNAME_LEN);
+    ck_assert_int_eq(tcp_addr_decode(blob, len, &b), TCP_ADDR_OK);
+    ck_assert_uint_eq(strlen(b.cand[0].ifname), TCP_IFNAME_LEN);
+}
+END_TEST
+
+START_TEST(addr_truncated)
+{
+    tcp_addr_t a = sample(3), b;
+    unsigned char blob[COHORT_ADDR_MAX];
+    size_t len = tcp_addr_encode(&a, blob, sizeof blob);
+    for (size_t l = 0; l < TCP_ADDR_HDR_SIZE; l++)
+        ck_assert_int_eq(tcp_addr_decode(blob, l, &b), TCP_ADDR_ESHORT);
+    for (size_t l = TCP_ADDR_HDR_SIZE; l < len; l++)
+        ck_assert_int_eq(tcp_addr_decode(blob, l, &b), TCP_ADDR_ELENGTH);
+    ck_assert_int_eq(tcp_addr_decode(NULL, len, &b), TCP_ADDR_ESHORT);
+}
+END_TEST
+
+START_TEST(addr_oversized)
+{
+    tcp_addr_t a = sample(3), b;
+    unsigned char blob[COHORT_ADDR_MAX];
+    memset(blob, 0, sizeof blob);
+    size_t len = tcp_addr_encode(&a, blob, sizeof blob);
+    ck_assert_int_eq(tcp_addr_decode(blob, len + 1, &b), TCP_ADDR_ELENGTH);
+    ck_assert_int_eq(tcp_addr_decode(blob, len + TCP_ADDR_CAND_SIZE, &b), TCP_ADDR_ELENGTH);
+    ck_assert_int_eq(tcp_addr_decode(blob, COHORT_ADDR_MAX, &b), TCP_ADDR_ELENGTH);
+}
+END_TEST
+
+START_TEST(addr_counts)
+{
+    tcp_addr_t a = sample(TCP_ADDR_MAX_CANDS), b;
+    unsigned char blob[COHORT_ADDR_MAX];
+    /* the encoder refuses 0 and more than 8 candidates, and a buffer that is too small */
+    a.ncand = 0;
+    ck_assert_uint_eq(tcp_addr_encode(&a, blob, sizeof blob), 0);
+    a.ncand = TCP_ADDR_MAX_CANDS + 1;
+    ck_assert_uint_eq(tcp_addr_encode(&a, blob, sizeof blob), 0);
+    a.ncand = TCP_ADDR_MAX_CANDS;
+    ck_assert_uint_eq(tcp_addr_encode(&a, blob, TCP_ADDR_MAX_SIZE - 1), 0);
+    size_t len = tcp_addr_encode(&a, blob, sizeof blob);
+    ck_assert_uint_eq(len, TCP_ADDR_MAX_SIZE);
+    /* the decoder refuses a count of 0 or 9, whatever the length */
+    tcp_put16(blob + 6, 0);
+    ck_assert_int_eq(tcp_addr_decode(blob, TCP_ADDR_HDR_SIZE, &b), TCP_ADDR_ECOUNT);
+    tcp_put16(blob + 6, TCP_ADDR_MAX_CANDS + 1);
+    ck_assert_int_eq(tcp_addr_decode(blob, tcp_addr_size(TCP_ADDR_MAX_CANDS + 1), &b),
+                     TCP_ADDR_ECOUNT);
+    tcp_put16(blob + 6, 0xffff);
+    ck_assert_int_eq(tcp_addr_decode(blob, sizeof blob, &b), TCP_ADDR_ECOUNT);
+}
+END_TEST
+
+START_TEST(addr_version_magic)
+{
+    tcp_addr_t a = sample(1), b;
+    unsigned char blob[COHORT_ADDR_MAX];
+    size_t len = tcp_addr_encode(&a, blob, sizeof blob);
+    tcp_put16(blob + 4, 1);   /* a version-1 reader's blob is refused, not misread */
+    ck_assert_int_eq(tcp_addr_decode(blob, len, &b), TCP_ADDR_EVERSION);
+    tcp_put16(blob + 4, TCP_PROTO_VERSION + 1);
+    ck_assert_int_eq(tcp_addr_decode(blob, len, &b), TCP_ADDR_EVERSION);
+    tcp_put16(blob + 4, TCP_PROTO_VERSION);
+    blob[0] = 'X';
+    ck_assert_int_eq(tcp_addr_decode(blob, len, &b), TCP_ADDR_EMAGIC);
+    /* the 80-byte version-1 blob is refused too */
+    unsigned char v1[80];
+    memset(v1, 0, sizeof v1);
+    memcpy(v1, "CTAD", 4);
+    tcp_put16(v1 + 4, 1);
+    ck_assert_int_eq(tcp_addr_decode(v1, sizeof v1, &b), TCP_ADDR_EVERSION);
+    ck_assert_str_ne(tcp_addr_strerror(TCP_ADDR_EVERSION), "invalid");
+}
+END_TEST
+
+START_TEST(addr_fields)
+{
+    tcp_addr_t a = sample(2), b;
+    unsigned char blob[COHORT_ADDR_MAX];
+    size_t len = tcp_addr_encode(&a, blob, sizeof blob);
+    unsigned char *c1 = blob + tcp_addr_size(1);
+    tcp_put16(c1, 99);   /* unknown family */
+    ck_assert_int_eq(tcp_addr_decode(blob, len, &b), TCP_ADDR_EFAMILY);
+    tcp_put16(c1, AF_INET6);
+    tcp_put16(c1 + 2, 0);   /* port 0 */
+    ck_assert_int_eq(tcp_addr_decode(blob, len, &b), TCP_ADDR_EPORT);
+    tcp_put16(c1 + 2, 1);
+    c1[4] = 129;   /* prefix too long for IPv6 */
+    ck_assert_int_eq(tcp_addr_decode(blob, len, &b), TCP_ADDR_EPREFIX);
+    c1[4] = 128;
+    ck_assert_int_eq(tcp_addr_decode(blob, len, &b), TCP_ADDR_OK);
+    blob[TCP_ADDR_HDR_SIZE + 4] = 33;   /* prefix too long for IPv4 */
+    ck_assert_int_eq(tcp_addr_decode(blob, len, &b), TCP_ADDR_EPREFIX);
+    blob[TCP_ADDR_HDR_SIZE + 4] = 32;
+    /* bytes 4..15 of an IPv4 address are not carried over */
+    memset(blob + TCP_ADDR_HDR_SIZE + 16, 0x55, 12);
+    ck_assert_int_eq(tcp_addr_decode(blob, len, &b), TCP_ADDR_OK);
+    for (int i = 4; i < 16; i++) ck_assert_uint_eq(b.cand[0].addr[i], 0);
+}
+END_TEST
+
+START_TEST(probe_marker)
+{
+    unsigned char m[TCP_PROBE_SIZE];
+    tcp_probe_encode(m);
+    ck_assert(!memcmp(m, "CTPR", 4));
+    ck_assert_uint_eq(tcp_get32(m + 4), TCP_PROTO_VERSION);
+    /* never mistaken for a hello or an address */
+    ck_assert_uint_ne(tcp_get32(m), TCP_HELLO_MAGIC);
+    ck_assert_uint_ne(tcp_get32(m), TCP_ADDR_MAGIC);
+    ck_assert_uint_lt(TCP_PROBE_SIZE, TCP_HELLO_SIZE);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("tcp_wire");
+    TCase *tc = tcase_create("address");
+    tcase_add_test(tc, addr_fits);
+    tcase_add_test(tc, addr_round_trip);
+    tcase_add_test(tc, addr_layout);
+    tcase_add_test(tc, addr_long_ifname);
+    tcase_add_test(tc, addr_truncated);
+    tcase_add_test(tc, addr_oversized);
+    tcase_add_test(tc, addr_counts);
+    tcase_add_test(tc, addr_version_magic);
+    tcase_add_test(tc, addr_fields);
+    tcase_add_test(tc, probe_marker);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
