@@ -11,7 +11,8 @@
  *  - abi_version is (major << 16) | minor. The core refuses a plugin whose major differs from
  *    COHORT_PLUGIN_ABI_MAJOR; any minor is accepted.
  *  - No function may block: long operations return COHORT_IN_PROGRESS and are finished by
- *    calling test/progress. The core owns every timeout.
+ *    calling test/progress. The core owns every timeout. One exception, at set-up only:
+ *    can_reach may probe the peer for a bounded time that a setting of the plugin gives.
  *  - On failure a function returns a negative cohort_status_t after calling host->error() with a
  *    message naming what failed (peer rank, interface, errno text) and what to try.
  *  - A plugin includes only this header; everything it needs from the core is in the host table.
@@ -185,8 +186,10 @@ typedef struct cohort_transport_v1 {
     /* Closes every connection of the endpoint, even with operations in flight (they are
      * cancelled). Never blocks. */
     cohort_status_t (*ep_close)(cohort_tp_ep_t ep);
-    /* 1 if this endpoint can reach the peer whose address blob is given, else 0. Must be
-     * symmetric: if a can reach b, b can reach a. */
+    /* 1 if this endpoint can reach the peer whose address blob is given, else 0. The core asks
+     * both sides and uses the transport for a pair only if both say 1. Called during creation
+     * while every endpoint is open and listening; it may probe the peer's addresses for a
+     * bounded time (tcp: COHORT_SOCKET_PROBE_MS) and remember the answer for connect. */
     int (*can_reach)(cohort_tp_ep_t ep, int peer, const void *peer_addr, size_t addrlen);
 
     /* Connection setup, never blocking. For each pair exactly one side calls connect and the
