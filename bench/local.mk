@@ -8,3 +8,6 @@ bin_PROGRAMS += bench/cohort-membw
 bench_cohort_membw_SOURCES = bench/cohort-membw.c
 bench_cohort_membw_CFLAGS = $(AM_CFLAGS) -O3 $(VEC_CFLAGS) -pthread
 bench_cohort_membw_LDADD = -lpthread
+
+# The alpha-beta scaling model of the allreduce algorithms (docs/scaling.md); standard-library python3.
+dist_noinst_SCRIPTS += bench/scaling_model.py
