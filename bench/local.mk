@@ -8,3 +8,5 @@ bin_PROGRAMS += bench/cohort-membw
 bench_cohort_membw_SOURCES = bench/cohort-membw.c
 bench_cohort_membw_CFLAGS = $(AM_CFLAGS) -O3 $(VEC_CFLAGS) -pthread
 bench_cohort_membw_LDADD = -lpthread
+# A performance script (root): allreduce across network namespaces over a tbf-shaped link.
+dist_noinst_SCRIPTS += bench/netns-bench.sh
