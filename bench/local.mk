@@ -11,3 +11,6 @@ bench_cohort_membw_LDADD = -lpthread
 
 # The alpha-beta scaling model of the allreduce algorithms (docs/scaling.md); standard-library python3.
 dist_noinst_SCRIPTS += bench/scaling_model.py
+
+# A performance script (root): allreduce across network namespaces over a tbf-shaped link.
+dist_noinst_SCRIPTS += bench/netns-bench.sh

@@ -246,6 +246,7 @@ typedef struct opts {
     int np_given;
     const char *hostlist, *hostfile, *netif, *rsh;
     int tag_output, oversubscribe, verbose;
+    int map_by_node;               /* --map-by node: round-robin over the hosts */
     double timeout_s;              /* 0: no limit */
     xvar_t *xvars;
     int nx;
@@ -264,6 +265,9 @@ static void usage(FILE *f)
 "                             without -H/--hostfile every rank runs on this host\n"
 "      --hostfile FILE        one 'host slots=N' per line; # starts a comment\n"
 "      --oversubscribe        allow more ranks than slots (the extra ones go round-robin)\n"
+"      --map-by slot|node     slot (default): fill each host's slots in order (ranks 0,1 on\n"
+"                             the first host, ...); node: one rank per host in turn, skipping\n"
+"                             full hosts (ranks 0,2 on the first of 2 hosts, 1,3 on the second)\n"
 "      --network-interface IF interfaces for the rendezvous address and the ranks' sockets;\n"
 "                             sets COHORT_SOCKET_IFNAME (eth0, ^docker,lo, 10.0.0.0/8, ...)\n"
 "  -x VAR[=VALUE]             pass VAR to every rank, with VALUE or from this environment\n"
@@ -352,6 +356,10 @@ static void parse_options(int argc, char **argv, opts_t *o)
             o->tag_output = 1;
         } else if (!strcmp(a, "--oversubscribe")) {
             o->oversubscribe = 1;
+        } else if ((v = opt_arg(argc, argv, &i, a, "--map-by"))) {
+            if (!strcmp(v, "slot")) o->map_by_node = 0;
+            else if (!strcmp(v, "node")) o->map_by_node = 1;
+            else usage_error("--map-by '%s': expected 'slot' or 'node'", v);
         } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
             o->verbose = 1;
         } else if ((v = opt_arg(argc, argv, &i, a, "--timeout"))) {
@@ -396,6 +404,8 @@ typedef struct job {
     opts_t *o;
     int n;
     rank_proc_t *ranks;
+    char **host_names;   /* one per host of the list; the ranks' host points into it */
+    int nhosts;
     pid_t pgid;
     cohort_rdv_server_t *srv;
     int srv_active;
@@ -520,27 +530,56 @@ static void place_ranks(job_t *job)
                     "slots, or --oversubscribe", n, plural(nhosts, "host", "hosts"),
                     plural(nhosts, "has", "have"), total, plural(total, "slot", "slots"), list);
     }
-    /* Ranks per host: fill the slots in order; beyond the slots (--oversubscribe) one more per
-     * host round-robin. Ranks stay contiguous per host. */
+    /* The host of each rank. slot: fill each host's slots in order; beyond the slots
+     * (--oversubscribe) one more per host round-robin; ranks stay contiguous per host.
+     * node: one rank per host in turn, skipping hosts whose slots are full; once every host is
+     * full (--oversubscribe), round-robin over all of them. */
     long *count = xcalloc((size_t)nhosts, sizeof *count);
-    long left = n;
-    for (int h = 0; h < nhosts && left > 0; h++) {
-        count[h] = hosts[h].slots < left ? hosts[h].slots : left;
-        left -= count[h];
-    }
-    for (int h = 0; left > 0; h = (h + 1) % nhosts) {
-        count[h]++;
-        left--;
+    int *host_of = xcalloc((size_t)n, sizeof *host_of);
+    if (!o->map_by_node) {
+        long left = n;
+        for (int h = 0; h < nhosts && left > 0; h++) {
+            count[h] = hosts[h].slots < left ? hosts[h].slots : left;
+            left -= count[h];
+        }
+        for (int h = 0; left > 0; h = (h + 1) % nhosts) {
+            count[h]++;
+            left--;
+        }
+        long r = 0;
+        for (int h = 0; h < nhosts; h++)
+            for (long k = 0; k < count[h]; k++) host_of[r++] = h;
+    } else {
+        long r = 0;
+        while (r < n) {
+            int placed = 0;
+            for (int h = 0; h < nhosts && r < n; h++)
+                if (count[h] < hosts[h].slots) {
+                    count[h]++;
+                    host_of[r++] = h;
+                    placed = 1;
+                }
+            if (!placed)   /* every host is full: the extra ranks go round-robin */
+                for (int h = 0; h < nhosts && r < n; h++) {
+                    count[h]++;
+                    host_of[r++] = h;
+                }
+        }
     }
     job->n = (int)n;
     job->ranks = xcalloc((size_t)n, sizeof *job->ranks);
+    job->nhosts = nhosts;
+    job->host_names = xcalloc((size_t)nhosts, sizeof *job->host_names);
     /* node keys: every local alias is one node; remote hosts by name */
     const char **node_key = xcalloc((size_t)nhosts + 1, sizeof *node_key);
+    int *node_of_host = xcalloc((size_t)nhosts, sizeof *node_of_host);
     int *node_size = xcalloc((size_t)nhosts + 1, sizeof *node_size);
-    int nnodes = 0, r = 0;
+    int *local = xcalloc((size_t)nhosts, sizeof *local);
+    int nnodes = 0;
     for (int h = 0; h < nhosts; h++) {
-        int local = is_local_host(hosts[h].host);
-        const char *key = local ? "" : hosts[h].host;
+        job->host_names[h] = xstrdup(hosts[h].host);
+        local[h] = is_local_host(hosts[h].host);
+        const char *key = local[h] ? "" : job->host_names[h];
         int node = -1;
         for (int k = 0; k < nnodes; k++)
             if (!strcmp(node_key[k], key)) node = k;
@@ -548,21 +587,25 @@ static void place_ranks(job_t *job)
             node = nnodes++;
             node_key[node] = key;
         }
-        char *name = NULL;
-        for (long k = 0; k < count[h]; k++, r++) {
-            rank_proc_t *p = &job->ranks[r];
-            if (!name) name = xstrdup(hosts[h].host);
-            p->rank = r;
-            p->host = name;
-            p->local = local;
-            p->node = node;
-            p->local_rank = node_size[node]++;
-            p->out[0].fd = p->out[1].fd = -1;
-        }
+        node_of_host[h] = node;
     }
-    for (r = 0; r < job->n; r++) job->ranks[r].local_size = node_size[job->ranks[r].node];
+    /* local ranks in rank order within each node, whatever the mapping */
+    for (int r = 0; r < job->n; r++) {
+        rank_proc_t *p = &job->ranks[r];
+        int h = host_of[r];
+        p->rank = r;
+        p->host = job->host_names[h];
+        p->local = local[h];
+        p->node = node_of_host[h];
+        p->local_rank = node_size[p->node]++;
+        p->out[0].fd = p->out[1].fd = -1;
+    }
+    for (int r = 0; r < job->n; r++) job->ranks[r].local_size = node_size[job->ranks[r].node];
     free(node_key);
+    free(node_of_host);
     free(node_size);
+    free(local);
+    free(host_of);
     free(count);
     free(hosts);
 }
@@ -1370,8 +1413,8 @@ int main(int argc, char **argv)
     int code = run(&job, rdv_timeout);
 
     cohort_rdv_server_destroy(job.srv);
-    for (int r = 0; r < job.n; r++)
-        if (r == 0 || job.ranks[r].host != job.ranks[r - 1].host) free((char *)job.ranks[r].host);
+    for (int h = 0; h < job.nhosts; h++) free(job.host_names[h]);
+    free(job.host_names);
     free(job.ranks);
     for (int i = 0; i < o.nx; i++) {
         free(o.xvars[i].name);

@@ -207,6 +207,35 @@ check "--rsh with {host}: the host is substituted into the agent's words" \
 check "--rsh with {host}: run without a shell, arguments intact" \
     sh -c 'grep -qx "0 0/1 arg=x  '"'"'y" "'"$T"'/out" && grep -qx "1 0/1 arg=x  '"'"'y" "'"$T"'/out"'
 
+# --map-by node: one rank per host in turn, skipping full hosts; local ranks follow placement.
+# The agent hands its host to the rank (the agents run concurrently: their log has no order).
+cat >"$T/fake-exec-host" <<'EOF'
+#!/bin/sh
+host=$1
+shift
+CR_FAKE_HOST=$host exec "$@"
+EOF
+chmod +x "$T/fake-exec-host"
+placement() { sort "$T/out" | tr "\n" " "; }
+cr -H nodeF:2,nodeG:2 --map-by node --rsh "$T/fake-exec-host {host}" \
+    sh -c 'echo "$COHORT_RANK $CR_FAKE_HOST $COHORT_LOCAL_RANK/$COHORT_LOCAL_SIZE"'
+check "--map-by node on 2 hosts x 2 slots: ranks 0,2 on the first host, 1,3 on the second" \
+    sh -c '[ '"$rc"' -eq 0 ] && [ "$1" = "0 nodeF 0/2 1 nodeG 0/2 2 nodeF 1/2 3 nodeG 1/2 " ]' \
+    _ "$(placement)"
+cr -np 5 -H nodeF:3,nodeG:1,nodeH:2 --map-by node --rsh "$T/fake-exec-host {host}" \
+    sh -c 'echo "$COHORT_RANK $CR_FAKE_HOST $COHORT_LOCAL_RANK/$COHORT_LOCAL_SIZE"'
+check "--map-by node skips full hosts (F:3,G:1,H:2, -np 5: F G H F H)" \
+    sh -c '[ '"$rc"' -eq 0 ] &&
+           [ "$1" = "0 nodeF 0/2 1 nodeG 0/1 2 nodeH 0/2 3 nodeF 1/2 4 nodeH 1/2 " ]' _ "$(placement)"
+cr -H nodeF:2,nodeG:2 --map-by slot --rsh "$T/fake-exec-host {host}" \
+    sh -c 'echo "$COHORT_RANK $CR_FAKE_HOST $COHORT_LOCAL_RANK/$COHORT_LOCAL_SIZE"'
+check "--map-by slot (the default) fills each host in turn" \
+    sh -c '[ '"$rc"' -eq 0 ] && [ "$1" = "0 nodeF 0/2 1 nodeF 1/2 2 nodeG 0/2 3 nodeG 1/2 " ]' \
+    _ "$(placement)"
+cr --map-by socket -np 1 true
+check "--map-by with an unknown policy: exit 2 naming it" \
+    sh -c '[ '"$rc"' -eq 2 ] && grep -q "map-by .socket.: expected" "'"$T"'/err"'
+
 cr -H nodeD:2 --rsh "$T/fake-exec {host}" sh -c '[ "$COHORT_RANK" = 1 ] && exit 5; exec sleep 60'
 check "--rsh: a failing remote rank names its host" \
     sh -c '[ '"$rc"' -eq 5 ] && grep -q "rank 1 (host nodeD, pid [0-9]*) exited with status 5" "'"$T"'/err"'
