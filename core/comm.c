@@ -50,6 +50,8 @@ typedef struct card {
     int32_t package, numa, core;  /* place (core/jobtopo.h), -1 unknown */
     char cpus[64];
     char nic[32];                 /* first interface a network transport would use */
+    char bootid[40];              /* the machine whose CPUs this rank runs on... */
+    uint64_t cpumask[16];         /* ...and its affinity there (CPUs 0-1023) */
     char netifs[224];             /* the interfaces allowed here, for messages */
     char errmsg[256];
     card_plugin_t plugins[CARD_PLUGINS];
@@ -156,6 +158,11 @@ static void fill_card(card_t *card, cohort_comm_t *c, int member, int64_t key)
             snprintf(card->hostname + hl, sizeof card->hostname - hl, ":%s", hid);
     }
     if (!member) return;
+    cohort_node_boot_id(card->bootid, sizeof card->bootid);
+    cpu_set_t cpus;
+    if (sched_getaffinity(0, sizeof cpus, &cpus) == 0)
+        for (int i = 0; i < CPU_SETSIZE && i < 1024; i++)
+            if (CPU_ISSET(i, &cpus)) card->cpumask[i / 64] |= 1ull << (i % 64);
     cohort_place_t p;
     cohort_job_place(&p);
     card->package = p.package;
@@ -724,11 +731,23 @@ static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_
         }
         c->node_count = hosts;
         if (!st) st = build_layout(c, cards, members, n);
-        /* More local ranks than usable cores: waits must yield, not spin (see p2p.c). */
-        cpu_set_t cpus;
-        int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus)
-                   : (int)sysconf(_SC_NPROCESSORS_ONLN);
-        c->oversubscribed = ncpu > 0 && c->local_size > ncpu;
+        /* More ranks than cores to run them: waits must yield, not spin (see p2p.c). Counted
+         * over the ranks on this machine (same boot id, whatever COHORT_HOSTID says: containers
+         * or network namespaces on one host share its CPUs) whose affinity overlaps ours,
+         * against the CPUs they may use between them. */
+        int sharing = 0, ncpu = 0;
+        uint64_t uni[16] = { 0 };
+        for (int r = 0; r < n; r++) {
+            const card_t *cr = &cards[members[r]];
+            int overlap = 0;
+            for (int w = 0; w < 16; w++) overlap |= (cr->cpumask[w] & mine->cpumask[w]) != 0;
+            if (strncmp(cr->bootid, mine->bootid, sizeof mine->bootid) || !overlap) continue;
+            sharing++;
+            for (int w = 0; w < 16; w++) uni[w] |= cr->cpumask[w];
+        }
+        for (int w = 0; w < 16; w++) ncpu += __builtin_popcountll(uni[w]);
+        if (ncpu == 0) ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+        c->oversubscribed = ncpu > 0 && (sharing > ncpu || c->local_size > ncpu);
         if (!st) st = connect_all(c, boot);
         if (!st) {
             close_unused_endpoints(c);

@@ -11,6 +11,17 @@ void cohort_node_hostname(char *buf, size_t len)
     buf[len - 1] = '\0';
 }
 
+void cohort_node_boot_id(char *buf, size_t len)
+{
+    snprintf(buf, len, "noboot");
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (!fgets(buf, (int)len, f)) snprintf(buf, len, "noboot");
+        fclose(f);
+        buf[strcspn(buf, "\n")] = '\0';
+    }
+}
+
 void cohort_node_id(char *buf, size_t len)
 {
     const char *over = cohort_config_get("COHORT_HOSTID");
@@ -18,13 +29,8 @@ void cohort_node_id(char *buf, size_t len)
         snprintf(buf, len, "%s", over);
         return;
     }
-    char host[64], boot[64] = "noboot";
+    char host[64], boot[64];
     cohort_node_hostname(host, sizeof host);
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (f) {
-        if (!fgets(boot, sizeof boot, f)) snprintf(boot, sizeof boot, "noboot");
-        fclose(f);
-        boot[strcspn(boot, "\n")] = '\0';
-    }
+    cohort_node_boot_id(boot, sizeof boot);
     snprintf(buf, len, "%s:%s", host, boot);
 }

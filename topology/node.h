@@ -9,6 +9,9 @@
 /* "myhost:1f0e...": identical for processes of one booted machine (containers sharing a kernel
  * but not a hostname get different ids, which is what shared memory needs). */
 void cohort_node_id(char *buf, size_t len);
+/* The kernel's boot id ("noboot" if unreadable): the same for every process sharing the
+ * machine's CPUs, whatever COHORT_HOSTID says (containers, network namespaces). */
+void cohort_node_boot_id(char *buf, size_t len);
 /* Short hostname. */
 void cohort_node_hostname(char *buf, size_t len);
 
