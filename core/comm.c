@@ -491,7 +491,8 @@ int cohort_coll_hier(cohort_comm_t *comm, cohort_hier_view_t *h)
 {
     if (!comm->hier_node || !comm->hier_cross) return 0;
     *h = (cohort_hier_view_t){ comm->hier_node, comm->hier_cross, comm->hier_even,
-                               comm->node_count, comm->node_of, comm->local_of };
+                               comm->hier_mode == COHORT_HIER_FORCE, comm->node_count,
+                               comm->node_of, comm->local_of };
     return 1;
 }
 

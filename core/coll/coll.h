@@ -53,6 +53,7 @@ typedef struct cohort_hier_view {
     cohort_comm_t *cross;        /* the ranks with this rank's local rank, one per node that has
                                     one, in rank order */
     int even;                    /* every node has the same number of ranks */
+    int forced;                  /* COHORT_HIERARCHICAL=1: at every size */
     int nodes;
     const int *node_of, *local_of;   /* per rank of the parent */
 } cohort_hier_view_t;

@@ -14,7 +14,12 @@
  *    chain above (time ~ S/bandwidth + (n-2) chunk latencies).
  *  - the other collectives have one algorithm each.
  * On a communicator with a hierarchy (several nodes, core/comm.c; COHORT_HIERARCHICAL), allreduce
- * and broadcast run "hier" and so does allgather when the nodes have equal numbers of ranks.
+ * and broadcast run "hier" from HIER_MIN_BYTES (allgather: of the result) and so does allgather
+ * when the nodes have equal numbers of ranks; COHORT_HIERARCHICAL=1 runs it at every size.
+ * Measured over 2 netns nodes x 2 ranks (1 Gbit/s, docs/performance.md): hier and ring are level
+ * at 256 KiB (3.4 vs 3.3 ms), hier wins from 1 MiB (9.9 vs 13.2 ms) and loses below (1.9 vs
+ * 0.8 ms at 64 KiB, 0.6 vs 0.05 ms for rd at 16 B: two sub-collectives, each a wake-up chain
+ * when, as there, the nodes' ranks share cores).
  * COHORT_ALGO=<coll>:hier where there is no hierarchy (one node, or the node and cross
  * communicators themselves, which inherit the setting) falls back to the choice by size.
  */
@@ -28,6 +33,7 @@
 #define RD_MAX_BYTES_2 (64u * 1024u)
 #define RD_MAX_BYTES   (256u * 1024u)
 #define TREE_MAX_BYTES (64u * 1024u)
+#define HIER_MIN_BYTES (512u * 1024u)
 
 static const char *const coll_names[COHORT_COLL_COUNT] = {
     [COHORT_COLL_ALLREDUCE] = "allreduce",
@@ -90,10 +96,16 @@ cohort_status_t cohort_coll_select(cohort_comm_t *comm, const cohort_coll_args_t
     const char *want = spec ? cohort_algo_spec_get(spec, cname) : NULL;
 
     cohort_hier_view_t h;
-    int hier = comm && cohort_coll_hier(comm, &h) &&
-               (a->coll == COHORT_COLL_ALLREDUCE || a->coll == COHORT_COLL_BROADCAST ||
-                (a->coll == COHORT_COLL_ALLGATHER && h.even));
-    if (want && !strcmp(want, "hier") && !hier && find(a->coll, want))
+    int avail = comm && cohort_coll_hier(comm, &h) &&
+                (a->coll == COHORT_COLL_ALLREDUCE || a->coll == COHORT_COLL_BROADCAST ||
+                 (a->coll == COHORT_COLL_ALLGATHER && h.even));
+    int hier = avail;
+    if (hier && !h.forced) {
+        size_t total = a->count * a->esize *
+                       (a->coll == COHORT_COLL_ALLGATHER ? (size_t)cohort_comm_size(comm) : 1);
+        hier = total >= HIER_MIN_BYTES;
+    }
+    if (want && !strcmp(want, "hier") && !avail && find(a->coll, want))
         want = NULL;   /* no hierarchy here: by size */
     if (want && *want) {
         const cohort_algo_t *f = find(a->coll, want);
