@@ -24,6 +24,7 @@ GiB = 1024 * MiB
 RD_MAX_BYTES_2 = 64 * KiB       # core/coll/select.c: rd up to this for 2 ranks
 RD_MAX_BYTES = 256 * KiB        # core/coll/select.c: rd up to this otherwise
 HIER_SMALL_BYTES = 32 * KiB     # core/coll/allreduce_hier.c: two-phase plan up to this
+HIER_MIN_BYTES = 512 * KiB      # core/coll/select.c: auto runs hier from this size
 SHM_DIRECT_MAX = 16 * KiB       # transports/shm/coll.c: one-round node allreduce up to this
 SHM_CMA_MIN = 32 * KiB          # transports/shm/coll.c: single-copy allgather blocks from this
 
@@ -219,10 +220,10 @@ def model(P, algo, size, N, L):
 def cohort_choice(size, N, L):
     """What cohort runs with default settings: the shm node collective on one node
     (core/coll/transport.c), hier on an even multi-node job with >= 2 ranks per node
-    (core/comm.c hier_setup), else rd / ring by size."""
+    (core/comm.c hier_setup) from HIER_MIN_BYTES, else rd / ring by size."""
     if N == 1 and L >= 2:
         return "shm"
-    if N >= 2 and L >= 2:
+    if N >= 2 and L >= 2 and size >= HIER_MIN_BYTES:
         return "hier"
     return flat_choice(size, N * L)
 
