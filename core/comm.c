@@ -435,8 +435,8 @@ static void coll_candidate(cohort_comm_t *c, status_msg_t *sm)
 }
 
 /* Node index of every rank (nodes numbered in the order of their lowest rank), its rank within
- * its node, and the ring order from everyone's place (topology/topo.h: nodes contiguous, then
- * package, NUMA node, core). */
+ * its node (and so node_count, local_rank, local_size), and the ring order from everyone's place
+ * (topology/topo.h: nodes contiguous, then package, NUMA node, core). */
 static cohort_status_t build_layout(cohort_comm_t *c, const card_t *cards, const int *members,
                                     int n)
 {
@@ -464,6 +464,9 @@ static cohort_status_t build_layout(cohort_comm_t *c, const card_t *cards, const
     cohort_topo_ring(locs, n, c->ring);
     for (int p = 0; p < n; p++)
         if (c->ring[p] == c->rank) c->ring_pos = p;
+    c->node_count = nodes;
+    c->local_rank = c->local_of[c->rank];
+    c->local_size = per_node[c->node_of[c->rank]];
     c->hier_even = 1;
     for (int d = 1; d < nodes; d++)
         if (per_node[d] != per_node[0]) c->hier_even = 0;
@@ -697,19 +700,11 @@ static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_
                                       ca->hostname, pa, ca->netifs, b, cb->hostname, pb,
                                       cb->netifs);
                 }
-        int hosts = 0;
+        if (!st) st = build_layout(c, cards, members, n);
         for (int r = 0; r < n && !st; r++) {
             const card_t *cr = &cards[members[r]];
             cohort_peer_t *peer = &c->peers[r];
             snprintf(peer->host, sizeof peer->host, "%s", cr->hostname);
-            int first = 1;
-            for (int q = 0; q < r; q++)
-                if (!strcmp(cards[members[q]].hostid, cr->hostid)) first = 0;
-            hosts += first;
-            if (!strcmp(cr->hostid, mine->hostid)) {
-                if (members[r] == me) c->local_rank = c->local_size;
-                c->local_size++;
-            }
             if (r == c->rank) {
                 peer->plugin = -1;
                 continue;
@@ -730,8 +725,6 @@ static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_
                                     name, r, cr->hostname);
             }
         }
-        c->node_count = hosts;
-        if (!st) st = build_layout(c, cards, members, n);
         /* More ranks than cores to run them: waits must yield, not spin (see p2p.c). Counted
          * over the ranks on this machine (same boot id, whatever COHORT_HOSTID says: containers
          * or network namespaces on one host share its CPUs) whose affinity overlaps ours,
