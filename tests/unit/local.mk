@@ -4,7 +4,7 @@ if HAVE_CHECK
 check_PROGRAMS += tests/unit/test_parse tests/unit/test_reduce tests/unit/test_hmac
 TESTS += tests/unit/test_parse tests/unit/test_reduce tests/unit/test_hmac
 
-tests_unit_test_parse_SOURCES = tests/unit/test_parse.c
+tests_unit_test_parse_SOURCES = tests/unit/test_parse.c tests/unit/expect.h
 tests_unit_test_parse_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_parse_LDADD = libcohort.la $(CHECK_LIBS)
 

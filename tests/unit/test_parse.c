@@ -11,26 +11,10 @@
 #include <unistd.h>
 
 #include "core/parse.h"
+#include "tests/unit/expect.h"
 
 /* The call fails with COHORT_ERR_INVALID_ARG and the message contains each needle. */
-#define EXPECT_ERR(call, ...)                                                                 \
-    do {                                                                                      \
-        cohort_status_t st_ = (call);                                                         \
-        ck_assert_msg(st_ == COHORT_ERR_INVALID_ARG, "%s returned %d, message '%s'", #call,    \
-                      (int)st_, cohort_last_error());                                         \
-        const char *needles_[] = {__VA_ARGS__};                                               \
-        for (size_t k_ = 0; k_ < sizeof needles_ / sizeof needles_[0]; k_++)                  \
-            ck_assert_msg(strstr(cohort_last_error(), needles_[k_]) != NULL,                  \
-                          "%s: message '%s' does not mention '%s'", #call,                     \
-                          cohort_last_error(), needles_[k_]);                                 \
-    } while (0)
-
-#define EXPECT_OK(call)                                                                       \
-    do {                                                                                      \
-        cohort_status_t st_ = (call);                                                         \
-        ck_assert_msg(st_ == COHORT_SUCCESS, "%s returned %d: %s", #call, (int)st_,           \
-                      cohort_last_error());                                                   \
-    } while (0)
+#define EXPECT_ERR(call, ...) EXPECT_STATUS(call, COHORT_ERR_INVALID_ARG, __VA_ARGS__)
 
 /* ---- numbers ----------------------------------------------------------------------------- */
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "topology/topo.h"
+#include "tests/unit/expect.h"
 
 #ifndef COHORT_TEST_TOPO_DIR
 #define COHORT_TEST_TOPO_DIR "tests/topologies"
@@ -19,25 +20,6 @@
 #define M32 "32em64t-2n8c2t-pci-normalio.xml"
 #define MP8 "power8gpudistances.xml"
 #define MVF "16intel64-manyVFs.xml"
-
-#define EXPECT_ERR(call, status, ...)                                                         \
-    do {                                                                                      \
-        cohort_status_t st_ = (call);                                                         \
-        ck_assert_msg(st_ == (status), "%s returned %d, message '%s'", #call, (int)st_,       \
-                      cohort_last_error());                                                   \
-        const char *needles_[] = {__VA_ARGS__};                                               \
-        for (size_t k_ = 0; k_ < sizeof needles_ / sizeof needles_[0]; k_++)                  \
-            ck_assert_msg(strstr(cohort_last_error(), needles_[k_]) != NULL,                  \
-                          "%s: message '%s' does not mention '%s'", #call,                     \
-                          cohort_last_error(), needles_[k_]);                                 \
-    } while (0)
-
-#define EXPECT_OK(call)                                                                       \
-    do {                                                                                      \
-        cohort_status_t st_ = (call);                                                         \
-        ck_assert_msg(st_ == COHORT_SUCCESS, "%s returned %d: %s", #call, (int)st_,           \
-                      cohort_last_error());                                                   \
-    } while (0)
 
 /* $top_srcdir/tests/topologies/name under make check, else the configured source path. */
 static const char *xml(const char *name)
@@ -407,7 +389,7 @@ START_TEST(setting_names_the_file)
     ck_assert_ptr_nonnull(cohort_topo_dev(t, "mlx4_0"));
     cohort_topo_free(t);
     setenv("COHORT_TOPO_FILE", "/nonexistent/topo.xml", 1);
-    EXPECT_ERR(cohort_topo_load(NULL, &t), COHORT_ERR_INVALID_ARG, "/nonexistent/topo.xml",
+    EXPECT_STATUS(cohort_topo_load(NULL, &t), COHORT_ERR_INVALID_ARG, "/nonexistent/topo.xml",
                "COHORT_TOPO_FILE", "No such file");
     ck_assert_ptr_null(t);
     unsetenv("COHORT_TOPO_FILE");
@@ -419,7 +401,7 @@ END_TEST
 START_TEST(load_errors)
 {
     cohort_topo_t *t = (cohort_topo_t *)1;
-    EXPECT_ERR(cohort_topo_load("/nonexistent/m.xml", &t), COHORT_ERR_INVALID_ARG,
+    EXPECT_STATUS(cohort_topo_load("/nonexistent/m.xml", &t), COHORT_ERR_INVALID_ARG,
                "'/nonexistent/m.xml'", "No such file");
     ck_assert_ptr_null(t);
     char path[] = "/tmp/cohort-topo-test-XXXXXX";
@@ -428,17 +410,17 @@ START_TEST(load_errors)
     const char junk[] = "this is not an XML topology\n";
     ck_assert_int_eq(write(fd, junk, sizeof junk - 1), (int)(sizeof junk - 1));
     close(fd);
-    EXPECT_ERR(cohort_topo_load(path, &t), COHORT_ERR_INVALID_ARG, path, "XML");
+    EXPECT_STATUS(cohort_topo_load(path, &t), COHORT_ERR_INVALID_ARG, path, "XML");
     ck_assert_ptr_null(t);
     /* XML, but not hwloc's */
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
     fputs("<?xml version=\"1.0\"?>\n<html><body/></html>\n", f);
     fclose(f);
-    EXPECT_ERR(cohort_topo_load(path, &t), COHORT_ERR_INVALID_ARG, path);
+    EXPECT_STATUS(cohort_topo_load(path, &t), COHORT_ERR_INVALID_ARG, path);
     ck_assert_ptr_null(t);
     unlink(path);
-    EXPECT_ERR(cohort_topo_load(NULL, NULL), COHORT_ERR_INVALID_ARG, "NULL");
+    EXPECT_STATUS(cohort_topo_load(NULL, NULL), COHORT_ERR_INVALID_ARG, "NULL");
 }
 END_TEST
 
@@ -451,15 +433,15 @@ START_TEST(cpulist_errors)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char quoted[64];
         snprintf(quoted, sizeof quoted, "'%s'", bad[i]);
-        EXPECT_ERR(cohort_topo_place_cpus(t, bad[i], &p), COHORT_ERR_INVALID_ARG, quoted,
+        EXPECT_STATUS(cohort_topo_place_cpus(t, bad[i], &p), COHORT_ERR_INVALID_ARG, quoted,
                    "CPU list");
         ck_assert_int_eq(p.package, -1);
         ck_assert_str_eq(p.cpus, "");
     }
     /* well-formed, but none of these PUs is in the file */
-    EXPECT_ERR(cohort_topo_place_cpus(t, "24-31", &p), COHORT_ERR_INVALID_ARG, "'24-31'",
+    EXPECT_STATUS(cohort_topo_place_cpus(t, "24-31", &p), COHORT_ERR_INVALID_ARG, "'24-31'",
                "no PU", "0-23");
-    EXPECT_ERR(cohort_topo_place_cpus(t, NULL, &p), COHORT_ERR_INVALID_ARG, "NULL");
+    EXPECT_STATUS(cohort_topo_place_cpus(t, NULL, &p), COHORT_ERR_INVALID_ARG, "NULL");
     cohort_topo_free(t);
 }
 END_TEST

@@ -9,7 +9,7 @@ if HAVE_CHECK
 check_PROGRAMS += tests/unit/test_topo
 TESTS += tests/unit/test_topo
 
-tests_unit_test_topo_SOURCES = tests/unit/test_topo.c
+tests_unit_test_topo_SOURCES = tests/unit/test_topo.c tests/unit/expect.h
 tests_unit_test_topo_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(HWLOC_CFLAGS) \
 	-DCOHORT_TEST_TOPO_DIR='"$(abs_top_srcdir)/tests/topologies"'
 tests_unit_test_topo_LDADD = libcohort.la $(CHECK_LIBS)
