@@ -1041,33 +1041,27 @@ END_TEST
 static Suite *coll_suite(void)
 {
     Suite *s = suite_create("coll");
-    struct { const char *name; const TTest *fn; } alg[] = {
-        {"allreduce_ring", test_allreduce_ring},
-        {"allreduce_rd", test_allreduce_rd},
-        {"broadcast_chain", test_broadcast_chain},
-        {"broadcast_tree", test_broadcast_tree},
-        {"reduce_tree", test_reduce_tree},
-        {"allgather_ring", test_allgather_ring},
-        {"reduce_scatter_ring", test_reduce_scatter_ring},
-        {"alltoall_pairwise", test_alltoall_pairwise},
-        {"barrier_dissemination", test_barrier_dissemination},
+    /* Each algorithm for n = 2 .. 8; the ring and chain ones also on permuted rings (loop index
+     * n * 2 + permutation - 1: n = 3 .. 6, both orders). */
+    struct { const char *name; const TTest *fn; int from, to; } alg[] = {
+        {"allreduce_ring", test_allreduce_ring, 2, 9},
+        {"allreduce_rd", test_allreduce_rd, 2, 9},
+        {"broadcast_chain", test_broadcast_chain, 2, 9},
+        {"broadcast_tree", test_broadcast_tree, 2, 9},
+        {"reduce_tree", test_reduce_tree, 2, 9},
+        {"allgather_ring", test_allgather_ring, 2, 9},
+        {"reduce_scatter_ring", test_reduce_scatter_ring, 2, 9},
+        {"alltoall_pairwise", test_alltoall_pairwise, 2, 9},
+        {"barrier_dissemination", test_barrier_dissemination, 2, 9},
+        {"perm_allreduce_ring", test_perm_allreduce_ring, 3 * 2, 7 * 2},
+        {"perm_broadcast_chain", test_perm_broadcast_chain, 3 * 2, 7 * 2},
+        {"perm_allgather_ring", test_perm_allgather_ring, 3 * 2, 7 * 2},
+        {"perm_reduce_scatter_ring", test_perm_reduce_scatter_ring, 3 * 2, 7 * 2},
     };
     for (size_t i = 0; i < sizeof(alg) / sizeof(alg[0]); i++) {
         TCase *tc = tcase_create(alg[i].name);
         tcase_set_timeout(tc, 120);
-        tcase_add_loop_test(tc, alg[i].fn, 2, 9);
-        suite_add_tcase(s, tc);
-    }
-    struct { const char *name; const TTest *fn; } perm[] = {
-        {"perm_allreduce_ring", test_perm_allreduce_ring},
-        {"perm_broadcast_chain", test_perm_broadcast_chain},
-        {"perm_allgather_ring", test_perm_allgather_ring},
-        {"perm_reduce_scatter_ring", test_perm_reduce_scatter_ring},
-    };
-    for (size_t i = 0; i < sizeof(perm) / sizeof(perm[0]); i++) {
-        TCase *tc = tcase_create(perm[i].name);
-        tcase_set_timeout(tc, 120);
-        tcase_add_loop_test(tc, perm[i].fn, 3 * 2, 7 * 2);   /* n = 3 .. 6, both orders */
+        tcase_add_loop_test(tc, alg[i].fn, alg[i].from, alg[i].to);
         suite_add_tcase(s, tc);
     }
     TCase *tc = tcase_create("select");
