@@ -12,11 +12,15 @@ ok() { T_PASSED=$((T_PASSED + 1)); echo "ok - $*"; }
 not_ok() { T_FAILED=$((T_FAILED + 1)); echo "not ok - $*"; }
 
 # run_case NAME CMD...: passes when CMD exits 0 within CASE_TIMEOUT; shows its output on failure.
+# The command runs in the background under `wait`: a shell runs its traps only once a foreground
+# command ends, while `wait` returns at once on a signal, so a script's SIGTERM/SIGINT trap
+# (tests/netns cleans up its namespaces there) runs without waiting for the case.
 run_case() {
     name=$1; shift
     out=$(mktemp)
     start=$(date +%s)
-    if timeout -k 5 "$CASE_TIMEOUT" "$@" >"$out" 2>&1; then
+    timeout -k 5 "$CASE_TIMEOUT" "$@" >"$out" 2>&1 &
+    if wait $!; then
         ok "$name ($(( $(date +%s) - start )) s)"
         grep -E "passed, .* failed" "$out" | sed 's/^/    /'
     else

@@ -23,24 +23,6 @@ export COHORT_TIMEOUT=60
 : "${CASE_TIMEOUT:=120}"
 . "$top_srcdir/tests/mp/lib.sh"
 case $COHORTRUN in /*) ;; *) COHORTRUN=$(pwd)/$COHORTRUN ;; esac
-# tests/mp/lib.sh's run_case, with the command in the background and `wait`: a shell runs its
-# traps only once a foreground command ends, while `wait` returns at once on a signal, so a
-# SIGTERM/SIGINT cleans up (killing what runs in the namespaces) without waiting for the case.
-run_case() {
-    name=$1; shift
-    out=$(mktemp)
-    start=$(date +%s)
-    timeout -k 5 "$CASE_TIMEOUT" "$@" >"$out" 2>&1 &
-    if wait $!; then
-        ok "$name ($(( $(date +%s) - start )) s)"
-        grep -E "passed, .* failed" "$out" | sed 's/^/    /'
-    else
-        rc=$?
-        not_ok "$name (exit $rc after $(( $(date +%s) - start )) s)"
-        tail -n 40 "$out" | sed 's/^/    /'
-    fi
-    rm -f "$out"
-}
 CC="$top_builddir/tests/mp/collcheck"
 INFO="$top_builddir/tools/cohort-info"
 case $CC in /*) ;; *) CC=$(pwd)/$CC; INFO=$(pwd)/$INFO ;; esac
