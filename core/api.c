@@ -2,6 +2,7 @@
 #include "cohort/cohort.h"
 #include "core/coll/coll.h"
 #include "core/comm.h"
+#include "core/jobctl.h"
 #include "core/log.h"
 #include "core/reduce.h"
 
@@ -67,6 +68,7 @@ static cohort_status_t begin(cohort_comm_t *comm, cohort_coll_args_t *a, const c
     if (comm->broken)
         return cohort_error(comm->broken, "%s on rank %d: the communicator failed earlier and "
                             "cannot be used (destroy it): %s", fn, comm->rank, comm->broken_msg);
+
     int reduces = a->coll == COHORT_COLL_ALLREDUCE || a->coll == COHORT_COLL_REDUCE ||
                   a->coll == COHORT_COLL_REDUCE_SCATTER;
     if (a->coll != COHORT_COLL_BARRIER) {
@@ -118,6 +120,16 @@ static cohort_status_t begin(cohort_comm_t *comm, cohort_coll_args_t *a, const c
     comm->seq++;
     comm->tag = cohort_coll_tag(comm->seq, a);
     comm->cur = a;
+    comm->fail_peer = -1;
+    if (cohort_jobctl_failures() != comm->jobctl_seen) {   /* do not start what cannot end */
+        st = cohort_jobctl_check(comm);
+        if (st) {
+            comm->broken = st;
+            snprintf(comm->broken_msg, sizeof comm->broken_msg, "%s", cohort_last_error());
+            comm->cur = NULL;
+            return st;
+        }
+    }
     return COHORT_SUCCESS;
 }
 
@@ -178,6 +190,7 @@ static cohort_status_t dispatch(cohort_comm_t *comm, cohort_coll_args_t *a)
         comm->last_algo = algo->name;
         st = algo->fn(comm, a);
     }
+    if (st && st != COHORT_ERR_ABORTED) st = cohort_jobctl_failure(comm, st, comm->fail_peer);
     if (st) {
         comm->broken = st;
         snprintf(comm->broken_msg, sizeof comm->broken_msg, "%s", cohort_last_error());

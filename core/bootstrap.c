@@ -1,5 +1,7 @@
 /* Identity from the launcher's environment, and the bootstrap allgathers. */
 #include "core/bootstrap.h"
+#include "core/comm.h"
+#include "core/jobctl.h"
 #include "core/config.h"
 #include "core/hmac.h"
 #include "core/log.h"
@@ -162,6 +164,15 @@ static void rdv_close(cohort_bootstrap_t *b)
     free(b);
 }
 
+cohort_rdv_client_t *cohort_bootstrap_take_rdv(cohort_bootstrap_t *b)
+{
+    if (!b || b->close != rdv_close) return NULL;
+    rdv_boot_t *rb = (rdv_boot_t *)b;
+    cohort_rdv_client_t *cl = rb->cl;
+    rb->cl = NULL;   /* cohort_rdv_close(NULL) does nothing */
+    return cl;
+}
+
 /* file://dir: rank 0 publishes its server's tcp:// address in dir; the others read it. */
 static cohort_status_t file_rendezvous(const cohort_identity_t *id, int port, char *url,
                                        size_t len, double timeout_s)
@@ -261,6 +272,7 @@ cohort_status_t cohort_bootstrap_rdv(const cohort_identity_t *id, double timeout
         return st;
     }
     rb->base.rank = id->rank;
+    rb->base.world_rank = id->rank;
     rb->base.nranks = id->nranks;
     rb->base.allgather = rdv_allgather;
     rb->base.fail = rdv_fail;
@@ -297,6 +309,7 @@ cohort_status_t cohort_bootstrap_oob(int rank, int nranks, cohort_oob_allgather_
     oob_boot_t *ob = calloc(1, sizeof *ob);
     if (!ob) return cohort_error(COHORT_ERR_NO_MEMORY, "no memory for the bootstrap");
     ob->base.rank = rank;
+    ob->base.world_rank = -1;
     ob->base.nranks = nranks;
     ob->base.allgather = oob_allgather;
     ob->base.close = oob_close;
@@ -318,13 +331,26 @@ static cohort_status_t comm_allgather(cohort_bootstrap_t *b, const void *s, void
     return cohort_allgather(((comm_boot_t *)b)->parent, s, r, n, COHORT_UINT8);
 }
 
+/* While the new communicator connects: an abort of the parent (or a failure of the job) ends
+ * the wait at once. */
+static cohort_status_t comm_check(cohort_bootstrap_t *b)
+{
+    cohort_comm_t *parent = ((comm_boot_t *)b)->parent;
+    if (atomic_load(&parent->aborted))
+        return cohort_error(COHORT_ERR_ABORTED, "rank %d: the parent communicator was aborted",
+                            parent->rank);
+    return cohort_jobctl_check(parent);
+}
+
 cohort_status_t cohort_bootstrap_comm(cohort_comm_t *parent, cohort_bootstrap_t **out)
 {
     comm_boot_t *cb = calloc(1, sizeof *cb);
     if (!cb) return cohort_error(COHORT_ERR_NO_MEMORY, "no memory for the bootstrap");
     cb->base.rank = cohort_comm_rank(parent);
+    cb->base.world_rank = parent->world_of ? parent->world_of[parent->rank] : -1;
     cb->base.nranks = cohort_comm_size(parent);
     cb->base.allgather = comm_allgather;
+    cb->base.check = comm_check;
     cb->base.close = oob_close;
     cb->parent = parent;
     *out = &cb->base;

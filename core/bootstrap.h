@@ -27,6 +27,7 @@ cohort_status_t cohort_identity_from_env(cohort_identity_t *id);
 typedef struct cohort_bootstrap cohort_bootstrap_t;
 struct cohort_bootstrap {
     int rank, nranks;
+    int world_rank;    /* this rank in the job of cohort_comm_init (jobctl.h); -1: none */
     cohort_status_t (*allgather)(cohort_bootstrap_t *b, const void *sendbuf, void *recvbuf,
                                  size_t nbytes);
     void (*fail)(cohort_bootstrap_t *b, const char *msg);  /* may be NULL */
@@ -39,6 +40,9 @@ struct cohort_bootstrap {
  * keep it until the communicator is destroyed. */
 cohort_status_t cohort_bootstrap_rdv(const cohort_identity_t *id, double timeout_s,
                                      cohort_bootstrap_t **b, cohort_rdv_server_t **server);
+/* The rendezvous client of a bootstrap made by cohort_bootstrap_rdv, now the caller's (the job's
+ * control channel, core/jobctl.h); NULL for other bootstraps. */
+cohort_rdv_client_t *cohort_bootstrap_take_rdv(cohort_bootstrap_t *b);
 cohort_status_t cohort_bootstrap_oob(int rank, int nranks, cohort_oob_allgather_fn fn, void *ctx,
                                      cohort_bootstrap_t **b);
 /* Over an existing communicator (its byte allgather). */

@@ -4,6 +4,7 @@
 #include "core/coll/coll.h"
 #include "core/config.h"
 #include "core/hmac.h"
+#include "core/jobctl.h"
 #include "core/jobtopo.h"
 #include "core/netif.h"
 #include "core/log.h"
@@ -20,7 +21,7 @@
 
 #define SUBSYS "init"
 #define CARD_MAGIC 0x44524143u   /* "CARD" */
-#define CARD_VERSION 2u
+#define CARD_VERSION 3u
 #define CARD_PLUGINS 8
 
 typedef struct card_plugin {
@@ -53,6 +54,7 @@ typedef struct card {
     char bootid[40];              /* the machine whose CPUs this rank runs on... */
     uint64_t cpumask[16];         /* ...and its affinity there (CPUs 0-1023) */
     char netifs[224];             /* the interfaces allowed here, for messages */
+    int32_t world_rank;           /* rank in the job of cohort_comm_init (jobctl.h), or -1 */
     char errmsg[256];
     card_plugin_t plugins[CARD_PLUGINS];
 } card_t;
@@ -116,6 +118,16 @@ const cohort_algo_spec_t *cohort_coll_algo_spec(const cohort_comm_t *comm)
 
 /* ---- creation --------------------------------------------------------------------------- */
 
+/* Written by cohort_comm_abort, which may run in a signal handler: formatted beforehand. */
+static void set_abort_line(cohort_comm_t *c)
+{
+    c->abort_line[0] = '\0';
+    if (cohort_log_enabled(COHORT_LOG_WARN, SUBSYS))
+        snprintf(c->abort_line, sizeof c->abort_line, "cohort: rank %d: communicator %016llx "
+                 "(%d ranks) aborted by cohort_comm_abort\n", c->rank,
+                 (unsigned long long)c->comm_id, c->nranks);
+}
+
 static cohort_status_t read_settings(cohort_comm_t *c)
 {
     c->coll_plugin = -1;
@@ -126,6 +138,9 @@ static cohort_status_t read_settings(cohort_comm_t *c)
     if (!st) st = cohort_config_long("COHORT_CHUNK_SIZE", 64, 1L << 30, &chunk);
     if (!st) st = cohort_config_long("COHORT_SPIN", 0, 100000000, &spin);
     if (!st) st = cohort_config_long("COHORT_SPIN_US", 0, 10000000, &spin_us);
+    c->stall_warn_s = 60;
+    if (!st) st = cohort_config_double("COHORT_STALL_WARN", 0, 1e7, &c->stall_warn_s);
+    c->fail_peer = -1;
     c->spin_ns = (uint64_t)spin_us * 1000u;
     c->chunk = (size_t)chunk;
     c->spin = (unsigned)spin;
@@ -593,6 +608,7 @@ static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_
      * is only known after it, and endpoints need it: they are opened for round 2. */
     if (member) st = read_settings(c);
     fill_card(mine, c, member, key);
+    mine->world_rank = boot->world_rank;
     if (st) {
         mine->status = st;
         snprintf(mine->errmsg, sizeof mine->errmsg, "%s", cohort_last_error());
@@ -622,6 +638,11 @@ static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_
         c->nranks = n;
         for (int r = 0; r < n; r++)
             if (members[r] == me) c->rank = r;
+        /* the job's rank of each member, when all are ranks of a job with a control channel */
+        int known = 1;
+        for (int r = 0; r < n; r++) known &= cards[members[r]].world_rank >= 0;
+        if (known && n > 1 && (c->world_of = malloc((size_t)n * sizeof *c->world_of)))
+            for (int r = 0; r < n; r++) c->world_of[r] = cards[members[r]].world_rank;
         for (int r = 0; r < n && !st; r++)
             if (cards[members[r]].status) {
                 st = cohort_error(cards[members[r]].status, "rank %d (%s) failed to join: %s", r,
@@ -823,6 +844,7 @@ out:
                        c->coll_plugin >= 0 ? c->plugins[c->coll_plugin]->name : "", ring,
                        c->node_count > 1 ? "; " : "", c->node_count > 1 ? plan : "");
         }
+        set_abort_line(c);
         *out = c;
     } else {
         c->magic = COHORT_COMM_MAGIC;
@@ -875,11 +897,20 @@ cohort_status_t cohort_comm_init(cohort_comm_t **comm)
             free(c);
             return st;
         }
+        set_abort_line(c);
         *comm = c;
         return COHORT_SUCCESS;
     }
     st = comm_create(boot, 1, comm_id, id.rank, 1, comm);
     if (st && boot->fail) boot->fail(boot, cohort_last_error());
+    if (!st) {
+        /* The rendezvous connection stays open as the job's control channel (jobctl.h); rank 0
+         * keeps serving it when it hosts the server. */
+        (*comm)->owns_ctl = 1;
+        cohort_jobctl_attach(cohort_bootstrap_take_rdv(boot), server, id.rank,
+                             id.external_server ? -1 : 0);
+        server = NULL;
+    }
     boot->close(boot);
     if (server) {
         /* Serve until every rank has its last answer and left (bounded), then free the port. */
@@ -961,6 +992,7 @@ cohort_status_t cohort_comm_split(cohort_comm_t *comm, int color, int key, cohor
             free(c);
             return st;
         }
+        set_abort_line(c);
         *out = c;
         return COHORT_SUCCESS;
     }
@@ -979,11 +1011,16 @@ cohort_status_t cohort_comm_abort(cohort_comm_t *comm)
 {
     cohort_status_t st = cohort_comm_check(comm, "cohort_comm_abort");
     if (st) return st;
-    atomic_store(&comm->aborted, 1);
+    /* Async-signal-safe from here: atomics, one send() and write(). Every wait on comm checks
+     * the flag at least every few milliseconds. */
+    int first = !atomic_exchange(&comm->aborted, 1);
     if (comm->hier_node) atomic_store(&comm->hier_node->aborted, 1);
     if (comm->hier_cross) atomic_store(&comm->hier_cross->aborted, 1);
-    cohort_log(COHORT_LOG_WARN, SUBSYS, "communicator %016llx aborted by rank %d",
-               (unsigned long long)comm->comm_id, comm->rank);
+    if (first && comm->owns_ctl) cohort_jobctl_abort_notice();
+    if (first && comm->abort_line[0]) {
+        ssize_t w = write(STDERR_FILENO, comm->abort_line, strlen(comm->abort_line));
+        (void)w;
+    }
     return COHORT_SUCCESS;
 }
 
@@ -994,6 +1031,7 @@ cohort_status_t cohort_comm_destroy(cohort_comm_t *comm)
     if (st) return st;
     cohort_comm_destroy(comm->hier_node);
     cohort_comm_destroy(comm->hier_cross);
+    if (comm->owns_ctl) cohort_jobctl_detach();
     for (int p = 0; comm->peers && p < comm->nranks; p++) {
         cohort_peer_t *peer = &comm->peers[p];
         if (peer->conn && peer->plugin >= 0)
@@ -1007,6 +1045,7 @@ cohort_status_t cohort_comm_destroy(cohort_comm_t *comm)
     free(comm->ring);
     free(comm->node_of);
     free(comm->local_of);
+    free(comm->world_of);
     free(comm->scratch[0]);
     free(comm->scratch[1]);
     comm->magic = COHORT_COMM_DEAD;

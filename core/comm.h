@@ -61,6 +61,13 @@ struct cohort_comm {
     void *scratch[2];
     size_t scratch_len[2];
 
+    int *world_of;                       /* per rank: its rank in that job (jobctl.h); NULL when
+                                            not known (cohort_comm_init_oob) */
+    unsigned jobctl_seen;                /* failures of the job already looked at */
+    int owns_ctl;                        /* it attached the job's control channel (jobctl.h) */
+    int fail_peer;                       /* the peer of the request that failed last, or -1 */
+    double stall_warn_s;                 /* COHORT_STALL_WARN (0: off) */
+    char abort_line[160];                /* logged by cohort_comm_abort with write(2) */
     atomic_int aborted;
     cohort_status_t broken;              /* non-zero after a failed collective */
     char broken_msg[512];

@@ -39,6 +39,10 @@ static const cohort_setting_t settings[] = {
       "(waking a sleeping vCPU costs 20-50 us here); ignored when ranks outnumber cores" },
     { "COHORT_TIMEOUT", "300",
       "seconds a blocking wait (bootstrap, connection, collective) may stall before it fails" },
+    { "COHORT_STALL_WARN", "60",
+      "seconds without progress in a collective before the stall is reported: each stuck rank "
+      "tells the job's rendezvous, which logs one report naming the ranks that did not join "
+      "(0: off)" },
     { "COHORT_DEBUG", "WARN", "log level: NONE, WARN, INFO, TRACE" },
     { "COHORT_DEBUG_SUBSYS", "ALL",
       "log subsystems to show (init,boot,plugin,net,coll,error), or ^list to hide some" },

@@ -22,6 +22,7 @@ libcohort_la_SOURCES = \
 	core/bootstrap.c core/bootstrap.h \
 	core/comm.c core/comm.h \
 	core/jobtopo.c core/jobtopo.h \
+	core/jobctl.c core/jobctl.h \
 	core/p2p.c core/p2p.h \
 	core/api.c \
 	core/timeutil.h \

@@ -1,6 +1,7 @@
 /* Point-to-point over the communicator's transports, with timeouts, abort and clear errors. */
 #include "core/p2p.h"
 #include "core/comm.h"
+#include "core/jobctl.h"
 #include "core/log.h"
 #include "core/timeutil.h"
 
@@ -76,6 +77,7 @@ cohort_status_t cohort_p2p_test(cohort_comm_t *comm, cohort_preq_t *req)
     if (st == COHORT_IN_PROGRESS) return COHORT_SUCCESS;
     req->tp = NULL;
     if (st) {
+        comm->fail_peer = req->peer;
         cohort_error_prefix("rank %d %s rank %d (%s) in %s", comm->rank,
                             req->is_send ? "sending to" : "receiving from", req->peer,
                             comm->peers[req->peer].host, cohort_comm_desc(comm));
@@ -83,11 +85,13 @@ cohort_status_t cohort_p2p_test(cohort_comm_t *comm, cohort_preq_t *req)
     }
     req->done = 1;
     req->got = req->is_send ? req->len : got;
-    if (!req->is_send && got != req->len)
+    if (!req->is_send && got != req->len) {
+        comm->fail_peer = req->peer;
         return cohort_error(COHORT_ERR_MISMATCH, "rank %d received %zu bytes from rank %d (%s) "
                             "but expected %zu in %s: the ranks called the collective with "
                             "different counts or datatypes", comm->rank, got, req->peer,
                             comm->peers[req->peer].host, req->len, cohort_comm_desc(comm));
+    }
     return COHORT_SUCCESS;
 }
 
@@ -95,7 +99,7 @@ cohort_status_t cohort_p2p_test(cohort_comm_t *comm, cohort_preq_t *req)
  * endpoint offers an event fd: one without (shm today) would not wake us, so then we only yield. */
 void cohort_p2p_idle(cohort_comm_t *comm, int timeout_ms)
 {
-    struct pollfd fds[16];
+    struct pollfd fds[17];
     int n = 0, blind = 0;
     for (int i = 0; i < comm->nplugins; i++) {
         if (!comm->eps[i]) continue;
@@ -103,6 +107,8 @@ void cohort_p2p_idle(cohort_comm_t *comm, int timeout_ms)
         if (fd >= 0 && n < 16) fds[n++] = (struct pollfd){ fd, POLLIN, 0 };
         else blind = 1;
     }
+    int ctl = cohort_jobctl_fd();   /* a notice of the job's failure wakes us too */
+    if (n && ctl >= 0) fds[n++] = (struct pollfd){ ctl, POLLIN, 0 };
     if (n && !blind) poll(fds, (nfds_t)n, timeout_ms);
     else sched_yield();
 }
@@ -127,15 +133,21 @@ static int spin_done(cohort_comm_t *comm, uint64_t *spin_until)
     return now >= *spin_until;
 }
 
-static cohort_status_t timeout_error(cohort_comm_t *comm, cohort_preq_t *reqs, int n)
+static void pending_text(cohort_comm_t *comm, cohort_preq_t *reqs, int n, char *who, size_t len)
 {
-    char who[512] = "";
     size_t used = 0;
-    for (int i = 0; i < n && used < sizeof who - 64; i++)
+    who[0] = '\0';
+    for (int i = 0; i < n && used + 64 < len; i++)
         if (!reqs[i].done)
-            used += (size_t)snprintf(who + used, sizeof who - used, "%s%s rank %d (%s)",
+            used += (size_t)snprintf(who + used, len - used, "%s%s rank %d (%s)",
                                      used ? ", " : "", reqs[i].is_send ? "send to" : "receive from",
                                      reqs[i].peer, comm->peers[reqs[i].peer].host);
+}
+
+static cohort_status_t timeout_error(cohort_comm_t *comm, cohort_preq_t *reqs, int n)
+{
+    char who[512];
+    pending_text(comm, reqs, n, who, sizeof who);
     return cohort_error(COHORT_ERR_TIMEOUT, "rank %d: %s stalled for %.0f s waiting on: %s. "
                         "Did every rank call it with the same arguments? A peer that hangs or "
                         "died? COHORT_TIMEOUT sets the limit", comm->rank, cohort_comm_desc(comm),
@@ -151,10 +163,24 @@ cohort_status_t cohort_p2p_pace(cohort_comm_t *comm, cohort_pace_t *p, int progr
         *p = (cohort_pace_t){ 0 };   /* COHORT_TIMEOUT bounds a stall, not the whole wait */
     } else if (p->armed) {
         uint64_t now = cohort_now_ns();
-        if (!p->deadline) p->deadline = now + (uint64_t)(comm->timeout_s * 1e9);
-        else if (now > p->deadline) return COHORT_ERR_TIMEOUT;
+        if (!p->deadline) {
+            p->deadline = now + (uint64_t)(comm->timeout_s * 1e9);
+            p->stalled_since = now;
+            p->next_stall_warn = comm->stall_warn_s > 0
+                                 ? now + (uint64_t)(comm->stall_warn_s * 1e9) : 0;
+        } else if (now > p->deadline) {
+            return COHORT_ERR_TIMEOUT;
+        } else if (p->next_stall_warn && now > p->next_stall_warn) {
+            p->stall_warn_due = 1;   /* the caller says what it waits on */
+            p->next_stall_warn = now + (uint64_t)(comm->stall_warn_s * 1e9);
+        }
         cohort_p2p_idle(comm, SLEEP_POLL_MS);
         p->armed = 0;
+        cohort_status_t st = cohort_jobctl_check(comm);
+        if (st) {
+            p->job_failed = 1;
+            return st;
+        }
         return cohort_p2p_progress(comm);   /* after waking: progress, then test */
     } else if (++p->spins >= comm->spin && spin_done(comm, &p->spin_until)) {
         p->armed = 1;
@@ -192,8 +218,15 @@ static cohort_status_t wait_some(cohort_comm_t *comm, cohort_preq_t *reqs, int n
             return cohort_error(COHORT_ERR_ABORTED, "rank %d: %s interrupted: the communicator "
                                 "was aborted", comm->rank, cohort_comm_desc(comm));
         cohort_status_t st = cohort_p2p_pace(comm, &pace, progressed, 1);
-        if (st == COHORT_ERR_TIMEOUT) return timeout_error(comm, reqs, n);
+        if (st == COHORT_ERR_TIMEOUT && !pace.job_failed) return timeout_error(comm, reqs, n);
         if (st) return st;
+        if (pace.stall_warn_due) {
+            char who[512];
+            pending_text(comm, reqs, n, who, sizeof who);
+            pace.stall_warn_due = 0;
+            cohort_jobctl_stalled(comm, (double)(cohort_now_ns() - pace.stalled_since) * 1e-9,
+                                  who);
+        }
     }
 }
 

@@ -46,10 +46,16 @@ typedef struct cohort_pace {
     uint64_t spin_until;     /* end of the COHORT_SPIN_US window (0: not started) */
     uint64_t deadline;       /* end of the stall allowed (0: not started) */
     int armed;               /* progress() ran and a full pass found nothing: sleep next */
+    uint64_t stalled_since;  /* when this stall began (with deadline) */
+    uint64_t next_stall_warn;/* when to report it (COHORT_STALL_WARN; 0: never) */
+    int stall_warn_due;      /* set by pace: the caller reports the stall, then clears it */
+    int job_failed;          /* the error returned is the job's (jobctl.h), with its message */
 } cohort_pace_t;
 /* Call after each pass over what the wait is for, saying whether the pass got anywhere.
  * COHORT_SUCCESS: poll again; COHORT_ERR_TIMEOUT, without a message (the caller names what
- * stalled): the stall exceeded COHORT_TIMEOUT; or the error of an endpoint's progress().
+ * stalled): the stall exceeded COHORT_TIMEOUT; or the error of an endpoint's progress(); or,
+ * with job_failed set and a message, the job's failure (another rank's, core/jobctl.h).
+ * stall_warn_due: the stall passed COHORT_STALL_WARN; the caller calls cohort_jobctl_stalled.
  * periodic: also run progress() after every PROGRESS_EVERY-th pass while spinning. */
 cohort_status_t cohort_p2p_pace(cohort_comm_t *comm, cohort_pace_t *p, int progressed,
                                 int periodic);

@@ -23,11 +23,24 @@
 
 #define SUBSYS "boot"
 #define RDV_MAGIC 0x56524843u   /* "CHRV" */
-#define RDV_VERSION 1u
+#define RDV_VERSION 2u
 #define RDV_MAX_PAYLOAD (64u << 20)
 #define HELLO_TIMEOUT_NS (10ull * 1000000000ull)
 
-enum { MSG_GATHER = 1, MSG_RESULT = 2, MSG_FAIL = 3, MSG_BYE = 4, MSG_QUERY = 5, MSG_MISSING = 6 };
+enum { MSG_GATHER = 1, MSG_RESULT = 2, MSG_FAIL = 3, MSG_BYE = 4, MSG_QUERY = 5, MSG_MISSING = 6,
+       MSG_NOTE = 7, MSG_STALL = 8, MSG_SHUTDOWN = 9, MSG_NOTICE = 10 };
+#define NOTICE_HEAD 16   /* comm id (8), about (4), status (4), then the text */
+#define MAX_NOTICED 256
+#define STALL_GATHER_NS (2ull * 1000000000ull)   /* collect stall reports this long, then log */
+
+/* After the bootstrap, a FAIL's round field says what failed: bits 0-15 the rank it is about
+ * plus one (0: none), bits 16-23 minus the status (rendezvous.h). */
+static uint32_t fail_code(int about, cohort_status_t st)
+{
+    uint32_t a = about >= 0 && about < 65535 ? (uint32_t)about + 1 : 0;
+    uint32_t s = st < 0 && st > -256 ? (uint32_t)-st : 0;
+    return a | s << 16;
+}
 
 typedef struct rdv_hello {
     uint32_t magic, version;
@@ -110,6 +123,13 @@ struct cohort_rdv_server {
     unsigned char *round_have;
     unsigned char *round_data;
     char fail[1024];          /* non-empty: the job failed; sent to everyone */
+    uint32_t fail_round;      /* its code (fail_code) */
+    /* stall reports (MSG_STALL): per rank the last text, and when the first one came */
+    char **stall_text;
+    uint64_t stall_first_ns;
+    int shutting_down;
+    uint64_t noticed[MAX_NOTICED];   /* communicators whose failure was announced */
+    int nnoticed;
     pthread_t thread;
     int has_thread;
     atomic_int stop;
@@ -158,18 +178,44 @@ static void conn_drop(cohort_rdv_server_t *s, rdv_conn_t *c)
     c->in_len = c->in_cap = c->out_len = c->out_off = 0;
 }
 
-static void server_fail(cohort_rdv_server_t *s, const char *fmt, ...) COHORT_PRINTF(2, 3);
-static void server_fail(cohort_rdv_server_t *s, const char *fmt, ...)
+static void server_vfail(cohort_rdv_server_t *s, uint32_t code, const char *fmt, va_list ap)
 {
-    if (s->fail[0]) return;   /* the first failure is the one that matters */
-    va_list ap;
-    va_start(ap, fmt);
+    if (s->fail[0] || s->shutting_down) return;   /* the first failure is the one that matters */
     vsnprintf(s->fail, sizeof s->fail, fmt, ap);
-    va_end(ap);
+    s->fail_round = code;
     cohort_log(COHORT_LOG_WARN, SUBSYS, "rendezvous: %s", s->fail);
     for (int i = 0; i < s->nconns; i++)
         if (s->conns[i].fd >= 0 && s->conns[i].rank >= 0 && !s->conns[i].bye)
-            conn_queue(&s->conns[i], MSG_FAIL, s->round, s->fail, strlen(s->fail) + 1);
+            conn_queue(&s->conns[i], MSG_FAIL, code, s->fail, strlen(s->fail) + 1);
+}
+
+static void server_fail(cohort_rdv_server_t *s, const char *fmt, ...) COHORT_PRINTF(2, 3);
+static void server_fail(cohort_rdv_server_t *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    server_vfail(s, 0, fmt, ap);
+    va_end(ap);
+}
+
+static void server_fail_code(cohort_rdv_server_t *s, uint32_t code, const char *fmt, ...)
+    COHORT_PRINTF(3, 4);
+static void server_fail_code(cohort_rdv_server_t *s, uint32_t code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    server_vfail(s, code, fmt, ap);
+    va_end(ap);
+}
+
+void cohort_rdv_server_fail(cohort_rdv_server_t *s, int about, const char *msg)
+{
+    server_fail_code(s, fail_code(about, COHORT_ERR_PEER_LOST), "%s", msg);
+}
+
+const char *cohort_rdv_server_failure(const cohort_rdv_server_t *s)
+{
+    return s->fail[0] ? s->fail : NULL;
 }
 
 cohort_status_t cohort_rdv_server_create(const char *bind_host, int port, int nranks,
@@ -191,7 +237,8 @@ cohort_status_t cohort_rdv_server_create(const char *bind_host, int port, int nr
     s->arrived = calloc((size_t)nranks, 1);
     s->closed = calloc((size_t)nranks, 1);
     s->round_have = calloc((size_t)nranks, 1);
-    if (!s->arrived || !s->closed || !s->round_have) {
+    s->stall_text = calloc((size_t)nranks, sizeof *s->stall_text);
+    if (!s->arrived || !s->closed || !s->round_have || !s->stall_text) {
         cohort_rdv_server_destroy(s);
         return cohort_error(COHORT_ERR_NO_MEMORY, "no memory for the rendezvous server");
     }
@@ -341,7 +388,7 @@ static void handle_hello(cohort_rdv_server_t *s, rdv_conn_t *c)
     }
     cohort_log(COHORT_LOG_TRACE, SUBSYS, "rendezvous: rank %d joined from %s (%d/%d)", h.rank,
                c->addr, s->narrived, s->nranks);
-    if (s->fail[0]) conn_queue(c, MSG_FAIL, s->round, s->fail, strlen(s->fail) + 1);
+    if (s->fail[0]) conn_queue(c, MSG_FAIL, s->fail_round, s->fail, strlen(s->fail) + 1);
 }
 
 static void complete_round(cohort_rdv_server_t *s)
@@ -365,6 +412,55 @@ static void missing_text(cohort_rdv_server_t *s, char *buf, size_t len)
         if (!s->round_have[r] && shown++ < 32)
             used += (size_t)snprintf(buf + used, len - used, " %d%s", r,
                                      s->arrived[r] ? "" : " (never connected)");
+}
+
+static void text_of(const unsigned char *payload, uint64_t n, char *out, size_t len)
+{
+    snprintf(out, len, "%.*s", (int)(n ? (n - 1 < len ? n - 1 : len - 1) : 0),
+             (const char *)payload);
+}
+
+/* The stall report: once the first rank said it has been stuck for COHORT_STALL_WARN seconds,
+ * and STALL_GATHER_NS passed (or every rank reported), one WARN that lists who waits in what and
+ * which ranks did not report (they have not reached the collective, or left it). */
+static void stall_report(cohort_rdv_server_t *s)
+{
+    if (!s->stall_first_ns) return;
+    int reported = 0;
+    for (int r = 0; r < s->nranks; r++) reported += s->stall_text[r] != NULL;
+    if (reported < s->nranks && cohort_now_ns() < s->stall_first_ns + STALL_GATHER_NS) return;
+    size_t cap = 512 + (size_t)s->nranks * 16, used = 0;
+    for (int r = 0; r < s->nranks; r++)
+        if (s->stall_text[r]) cap += strlen(s->stall_text[r]) + 16;
+    char *text = malloc(cap);
+    if (text) {
+        int shown = 0, silent = 0;
+        used += (size_t)snprintf(text + used, cap - used, "stall report: %d of %d ranks are "
+                                 "stuck in a collective:", reported, s->nranks);
+        for (int r = 0; r < s->nranks; r++)
+            if (s->stall_text[r] && shown++ < 64)
+                used += (size_t)snprintf(text + used, cap - used, "\n  rank %d: %s", r,
+                                         s->stall_text[r]);
+        for (int r = 0; r < s->nranks; r++)
+            if (!s->stall_text[r] && !s->closed[r]) {
+                if (!silent++) used += (size_t)snprintf(text + used, cap - used, "\n  not in "
+                                                        "any collective (not joined yet, or "
+                                                        "done with their part): rank");
+                if (silent <= 64) used += (size_t)snprintf(text + used, cap - used, " %d", r);
+            }
+        for (int r = 0; r < s->nranks; r++)
+            if (!s->stall_text[r] && s->closed[r]) {
+                used += (size_t)snprintf(text + used, cap - used, "\n  rank %d has left the "
+                                         "job", r);
+            }
+        cohort_log(COHORT_LOG_WARN, "stall", "%s", text);
+        free(text);
+    }
+    for (int r = 0; r < s->nranks; r++) {
+        free(s->stall_text[r]);
+        s->stall_text[r] = NULL;
+    }
+    s->stall_first_ns = 0;
 }
 
 /* Returns 0 to keep the connection, -1 when it was dropped. */
@@ -409,9 +505,49 @@ static int handle_msg(cohort_rdv_server_t *s, rdv_conn_t *c)
             break;
         case MSG_FAIL: {
             char msg[900];
-            snprintf(msg, sizeof msg, "%.*s", (int)(h.nbytes ? h.nbytes - 1 : 0),
-                     (const char *)payload);
-            server_fail(s, "rank %d failed: %s", c->rank, msg);
+            text_of(payload, h.nbytes, msg, sizeof msg);
+            if (h.round) server_fail_code(s, h.round, "%s", msg);   /* a notice: says who */
+            else server_fail(s, "rank %d failed: %s", c->rank, msg);
+            break;
+        }
+        case MSG_NOTICE: {   /* the first failure of each communicator goes to everyone */
+            if (h.nbytes < NOTICE_HEAD + 1) {
+                server_fail(s, "rank %d sent a malformed notice (%llu bytes)", c->rank,
+                            (unsigned long long)h.nbytes);
+                conn_drop(s, c);
+                return -1;
+            }
+            uint64_t id;
+            memcpy(&id, payload, sizeof id);
+            int seen = 0;
+            for (int i = 0; i < s->nnoticed && !seen; i++) seen = s->noticed[i] == id;
+            if (seen || s->shutting_down) break;
+            if (s->nnoticed < MAX_NOTICED) s->noticed[s->nnoticed++] = id;
+            char msg[900];
+            text_of(payload + NOTICE_HEAD, h.nbytes - NOTICE_HEAD, msg, sizeof msg);
+            cohort_log(COHORT_LOG_WARN, SUBSYS, "rendezvous: communicator %016llx failed: %s",
+                       (unsigned long long)id, msg);
+            for (int i = 0; i < s->nconns; i++)
+                if (s->conns[i].fd >= 0 && s->conns[i].rank >= 0 && !s->conns[i].bye)
+                    conn_queue(&s->conns[i], MSG_NOTICE, 0, payload, h.nbytes);
+            break;
+        }
+        case MSG_NOTE: {   /* forwarded to every other rank, the sender in the round field */
+            char msg[900];
+            text_of(payload, h.nbytes, msg, sizeof msg);
+            cohort_log(COHORT_LOG_INFO, SUBSYS, "rendezvous: note from rank %d: %s", c->rank, msg);
+            for (int i = 0; i < s->nconns; i++)
+                if (&s->conns[i] != c && s->conns[i].fd >= 0 && s->conns[i].rank >= 0 &&
+                    !s->conns[i].bye)
+                    conn_queue(&s->conns[i], MSG_NOTE, (uint32_t)c->rank, msg, strlen(msg) + 1);
+            break;
+        }
+        case MSG_STALL: {
+            char msg[900];
+            text_of(payload, h.nbytes, msg, sizeof msg);
+            free(s->stall_text[c->rank]);
+            s->stall_text[c->rank] = strdup(msg);
+            if (!s->stall_first_ns) s->stall_first_ns = cohort_now_ns();
             break;
         }
         case MSG_BYE:
@@ -455,8 +591,10 @@ static void read_conn(cohort_rdv_server_t *s, rdv_conn_t *c)
         /* EOF or error: first act on what arrived before it (a BYE, a FAIL) */
         if (c->rank >= 0 && handle_msg(s, c) < 0) return;
         if (c->rank >= 0 && !c->bye && s->narrived > 0)
-            server_fail(s, "rank %d (%s) left the rendezvous before the bootstrap finished "
-                        "(process died?)", c->rank, c->addr);
+            server_fail_code(s, fail_code(c->rank, COHORT_ERR_PEER_LOST), "rank %d (%s) is "
+                             "gone: its connection to the job's rendezvous closed without a "
+                             "goodbye (the process was killed, crashed, or called _exit)",
+                             c->rank, c->addr);
         conn_drop(s, c);
         return;
     }
@@ -504,6 +642,7 @@ cohort_status_t cohort_rdv_server_progress(cohort_rdv_server_t *s, int timeout_m
         if (c->bye && c->out_off == c->out_len) conn_drop(s, c);
         if (c->fd >= 0) live++;
     }
+    stall_report(s);
     /* compact dropped connections */
     if (live < s->nconns / 2) {
         int k = 0;
@@ -531,6 +670,31 @@ cohort_status_t cohort_rdv_server_start_thread(cohort_rdv_server_t *s)
     return COHORT_SUCCESS;
 }
 
+void cohort_rdv_server_shutdown(cohort_rdv_server_t *s)
+{
+    if (!s) return;
+    if (s->has_thread) {
+        atomic_store(&s->stop, 1);
+        pthread_join(s->thread, NULL);
+        s->has_thread = 0;
+    }
+    s->shutting_down = 1;
+    for (int i = 0; i < s->nconns; i++) {
+        rdv_conn_t *c = &s->conns[i];
+        if (c->fd < 0 || c->rank < 0 || c->bye) continue;
+        conn_queue(c, MSG_SHUTDOWN, 0, NULL, 0);
+        /* a short, bounded flush: the message is 16 bytes behind at most a few small ones */
+        uint64_t deadline = cohort_now_ns() + 200000000ull;
+        while (c->out_off < c->out_len && cohort_now_ns() < deadline) {
+            conn_flush(c);
+            if (c->out_off < c->out_len) {
+                struct pollfd p = { c->fd, POLLOUT, 0 };
+                if (poll(&p, 1, 20) < 0 && errno != EINTR) break;
+            }
+        }
+    }
+}
+
 void cohort_rdv_server_destroy(cohort_rdv_server_t *s)
 {
     if (!s) return;
@@ -540,6 +704,8 @@ void cohort_rdv_server_destroy(cohort_rdv_server_t *s)
     }
     for (int i = 0; i < s->nconns; i++) conn_drop(s, &s->conns[i]);
     if (s->lfd >= 0) close(s->lfd);
+    for (int r = 0; s->stall_text && r < s->nranks; r++) free(s->stall_text[r]);
+    free(s->stall_text);
     free(s->conns);
     free(s->arrived);
     free(s->closed);
@@ -819,6 +985,114 @@ cohort_status_t cohort_rdv_allgather(cohort_rdv_client_t *c, const void *sendbuf
     return st;
 }
 
+int cohort_rdv_fd(const cohort_rdv_client_t *c) { return c ? c->fd : -1; }
+
+cohort_status_t cohort_rdv_next_event(cohort_rdv_client_t *c, cohort_rdv_event_t *ev)
+{
+    memset(ev, 0, sizeof *ev);
+    ev->rank = -1;
+    if (!c || c->fd < 0) return COHORT_SUCCESS;
+    struct pollfd p = { c->fd, POLLIN, 0 };
+    if (poll(&p, 1, 0) <= 0) return COHORT_SUCCESS;
+    uint64_t deadline = cohort_now_ns() + 1000000000ull;
+    rdv_hdr_t h;
+    unsigned char *hp = (unsigned char *)&h;
+    ssize_t r = recv(c->fd, hp, sizeof h, MSG_PEEK | MSG_DONTWAIT);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        ev->kind = COHORT_RDV_EV_GONE;
+        snprintf(ev->text, sizeof ev->text, "%s", r == 0 ? "the connection was closed"
+                                                          : strerror(errno));
+        close(c->fd);
+        c->fd = -1;
+        return COHORT_SUCCESS;
+    }
+    if (r < 0) return COHORT_SUCCESS;
+    cohort_status_t st = io_all(c->fd, &h, sizeof h, 0, deadline, "reading the rendezvous");
+    if (st) return st;
+    switch (h.type) {
+    case MSG_NOTICE: {
+        if (h.nbytes < NOTICE_HEAD + 1 || h.nbytes > 65536)
+            return cohort_error(COHORT_ERR_INTERNAL, "malformed notice from the rendezvous");
+        unsigned char *buf = malloc(h.nbytes);
+        if (!buf) return cohort_error(COHORT_ERR_NO_MEMORY, "no memory");
+        st = io_all(c->fd, buf, h.nbytes, 0, deadline, "reading the rendezvous");
+        if (!st) {
+            int32_t about, status;
+            memcpy(&ev->comm_id, buf, 8);
+            memcpy(&about, buf + 8, 4);
+            memcpy(&status, buf + 12, 4);
+            ev->kind = COHORT_RDV_EV_FAIL;
+            ev->rank = about;
+            ev->status = status < 0 && status > -256 ? (cohort_status_t)status
+                                                     : COHORT_ERR_PEER_LOST;
+            text_of(buf + NOTICE_HEAD, h.nbytes - NOTICE_HEAD, ev->text, sizeof ev->text);
+        }
+        free(buf);
+        return st;
+    }
+    case MSG_FAIL:
+        ev->kind = COHORT_RDV_EV_FAIL;
+        ev->rank = (int)(h.round & 0xffff) - 1;
+        ev->status = h.round >> 16 ? -(cohort_status_t)((h.round >> 16) & 0xff)
+                                   : COHORT_ERR_PEER_LOST;
+        return read_text(c, &h, ev->text, sizeof ev->text, deadline);
+    case MSG_NOTE:
+        ev->kind = COHORT_RDV_EV_NOTE;
+        ev->rank = (int)h.round;
+        return read_text(c, &h, ev->text, sizeof ev->text, deadline);
+    case MSG_MISSING:   /* a late answer to a query of the bootstrap */
+        return read_text(c, &h, ev->text, sizeof ev->text, deadline);
+    case MSG_SHUTDOWN:
+        ev->kind = COHORT_RDV_EV_SHUTDOWN;
+        close(c->fd);
+        c->fd = -1;
+        return COHORT_SUCCESS;
+    default:
+        return cohort_error(COHORT_ERR_INTERNAL, "unexpected message type %u from the "
+                            "rendezvous", h.type);
+    }
+}
+
+cohort_status_t cohort_rdv_send(cohort_rdv_client_t *c, cohort_rdv_msg_t kind, uint64_t comm_id,
+                                int about, cohort_status_t status, const char *text)
+{
+    if (!c || c->fd < 0) return COHORT_SUCCESS;
+    uint64_t deadline = cohort_now_ns() + 1000000000ull;
+    size_t tl = strlen(text) + 1;
+    if (tl > 4096) tl = 4096;
+    unsigned char buf[NOTICE_HEAD + 4096];
+    size_t n = 0;
+    rdv_hdr_t h = { kind == COHORT_RDV_NOTE ? MSG_NOTE : MSG_STALL, 0, 0 };
+    if (kind == COHORT_RDV_NOTICE && comm_id == 0) {   /* about the whole job */
+        h.type = MSG_FAIL;
+        h.round = fail_code(about, status);
+    } else if (kind == COHORT_RDV_NOTICE) {
+        int32_t a = about, stv = status;
+        h.type = MSG_NOTICE;
+        memcpy(buf, &comm_id, 8);
+        memcpy(buf + 8, &a, 4);
+        memcpy(buf + 12, &stv, 4);
+        n = NOTICE_HEAD;
+    }
+    memcpy(buf + n, text, tl);
+    buf[n + tl - 1] = '\0';
+    h.nbytes = n + tl;
+    cohort_status_t st = io_all(c->fd, &h, sizeof h, 1, deadline, "sending to the rendezvous");
+    if (!st) st = io_all(c->fd, buf, h.nbytes, 1, deadline, "sending to the rendezvous");
+    return st;
+}
+
+ssize_t cohort_rdv_encode_notice(char *buf, size_t len, int about, cohort_status_t status,
+                                 const char *text)
+{
+    size_t n = strlen(text) + 1;
+    rdv_hdr_t h = { MSG_FAIL, fail_code(about, status), n };
+    if (len < sizeof h + n) return -1;
+    memcpy(buf, &h, sizeof h);
+    memcpy(buf + sizeof h, text, n);
+    return (ssize_t)(sizeof h + n);
+}
+
 cohort_status_t cohort_rdv_check(cohort_rdv_client_t *c)
 {
     if (!c) return COHORT_SUCCESS;
@@ -836,6 +1110,7 @@ cohort_status_t cohort_rdv_check(cohort_rdv_client_t *c)
             return cohort_error(COHORT_ERR_PEER_LOST, "bootstrap failed: %s", text);
         return COHORT_SUCCESS;   /* a late answer to an earlier round's query */
     }
+    if (h.type == MSG_NOTE) return read_text(c, &h, text, sizeof text, deadline);
     return cohort_error(COHORT_ERR_INTERNAL, "unexpected message type %u from the rendezvous "
                         "between rounds", h.type);
 }
@@ -851,7 +1126,9 @@ void cohort_rdv_close(cohort_rdv_client_t *c)
 {
     if (!c) return;
     uint64_t deadline = cohort_now_ns() + 1000000000ull;
-    send_msg(c, MSG_BYE, NULL, 0, deadline);
-    close(c->fd);
+    if (c->fd >= 0) {
+        send_msg(c, MSG_BYE, NULL, 0, deadline);
+        close(c->fd);
+    }
     free(c);
 }

@@ -8,8 +8,10 @@
  */
 #include "core/coll/coll.h"
 #include "core/comm.h"
+#include "core/jobctl.h"
 #include "core/log.h"
 #include "core/p2p.h"
+#include "core/timeutil.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -62,7 +64,21 @@ cohort_status_t cohort_coll_transport(cohort_comm_t *comm, const cohort_coll_arg
                                 "was aborted", comm->rank, cohort_comm_desc(comm));
         }
         st = cohort_p2p_pace(comm, &pace, moved, 0);
+        if (st && pace.job_failed) {
+            ct->cancel(req);
+            return st;
+        }
+        if (pace.stall_warn_due) {
+            char who[192] = "no rank in particular";
+            if (waiting_on >= 0 && waiting_on < comm->nranks)
+                snprintf(who, sizeof who, "rank %d (%s) in %s's node collective", waiting_on,
+                         comm->peers[waiting_on].host, p->name);
+            pace.stall_warn_due = 0;
+            cohort_jobctl_stalled(comm, (double)(cohort_now_ns() - pace.stalled_since) * 1e-9,
+                                  who);
+        }
         if (st == COHORT_ERR_TIMEOUT) {
+            comm->fail_peer = waiting_on;
             ct->cancel(req);
             char who[96] = "no rank in particular";
             if (waiting_on >= 0 && waiting_on < comm->nranks)
