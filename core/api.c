@@ -121,7 +121,8 @@ static cohort_status_t begin(cohort_comm_t *comm, cohort_coll_args_t *a, const c
     comm->tag = cohort_coll_tag(comm->seq, a);
     comm->cur = a;
     comm->fail_peer = -1;
-    if (cohort_jobctl_failures() != comm->jobctl_seen) {   /* do not start what cannot end */
+    if (comm->world_of &&   /* do not start what cannot end */
+        (cohort_jobctl_failures() != comm->jobctl_seen || cohort_jobctl_due())) {
         st = cohort_jobctl_check(comm);
         if (st) {
             comm->broken = st;

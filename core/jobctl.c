@@ -40,6 +40,7 @@ typedef struct failure {
 } failure_t;
 static failure_t g_fails[MAX_FAILS];
 static atomic_uint g_nfail;
+static _Atomic uint64_t g_last_drain;   /* when the channel was last read */
 static char g_sent[1024];             /* the last notice this process sent, to know its echo */
 static int g_noted;                   /* this process answered a mismatch about it */
 static struct { int rank; char text[512]; } g_notes[MAX_NOTES];
@@ -126,6 +127,11 @@ int cohort_jobctl_fd(void) { return atomic_load(&g_fd); }
 
 unsigned cohort_jobctl_failures(void) { return atomic_load(&g_nfail); }
 
+int cohort_jobctl_due(void)
+{
+    return atomic_load(&g_fd) >= 0 && cohort_now_ns() - atomic_load(&g_last_drain) > 1000000ull;
+}
+
 static void add_failure(uint64_t comm_id, cohort_status_t st, int about, const char *text)
 {
     unsigned n = atomic_load(&g_nfail);
@@ -149,6 +155,7 @@ static const failure_t *failure_for(const cohort_comm_t *comm)
         const failure_t *f = &g_fails[i];
         if (f->comm_id == comm->comm_id) return f;
         if (f->comm_id) continue;
+        if (f->about == g_rank) continue;   /* this rank's own abort: it knows */
         if (f->about < 0) return f;
         for (int r = 0; r < comm->nranks; r++)
             if (comm->world_of[r] == f->about) return f;
@@ -216,6 +223,7 @@ cohort_status_t cohort_jobctl_check(cohort_comm_t *comm)
     if (!comm->world_of) return COHORT_SUCCESS;
     if (atomic_load(&g_fd) >= 0 && pthread_mutex_trylock(&mu) == 0) {
         drain_locked(comm);
+        atomic_store(&g_last_drain, cohort_now_ns());
         pthread_mutex_unlock(&mu);
     }
     unsigned n = atomic_load(&g_nfail);
@@ -288,7 +296,9 @@ cohort_status_t cohort_jobctl_failure(cohort_comm_t *comm, cohort_status_t st, i
     const failure_t *f = failure_for(comm);
     if (f && strncmp(f->msg, g_sent, 800) != 0)
         snprintf(extra, sizeof extra, " [first failure: %s]", f->msg);
-    if (st == COHORT_ERR_MISMATCH && about >= 0) {
+    /* the peer's own notice (about this rank) already says what it called */
+    int told = f && f->comm_id == comm->comm_id && f->about == g_rank;
+    if (st == COHORT_ERR_MISMATCH && about >= 0 && !told) {
         wait_for(comm, NOTE_WAIT_MS, has_note, about);
         size_t used = strlen(extra);
         int found = 0;

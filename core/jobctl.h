@@ -31,6 +31,9 @@ cohort_status_t cohort_jobctl_check(cohort_comm_t *comm);
 /* How many failures the job has heard of (a cheap test at the start of every collective: a
  * communicator looks closer when the number changed). */
 unsigned cohort_jobctl_failures(void);
+/* 1 when the channel was last read more than a millisecond ago (a collective then reads it
+ * before starting: a notice that came while the rank computed fails it at once). */
+int cohort_jobctl_due(void);
 /* After a collective on comm failed with st (cohort_last_error() holds its message): tells the
  * job (the first failure reaches every rank), waits briefly for the job's first failure and, if
  * it is another rank's, adds it to the message; for a mismatch with peer (a rank of comm) it also

@@ -176,7 +176,8 @@ cohort_status_t cohort_p2p_pace(cohort_comm_t *comm, cohort_pace_t *p, int progr
         }
         cohort_p2p_idle(comm, SLEEP_POLL_MS);
         p->armed = 0;
-        cohort_status_t st = cohort_jobctl_check(comm);
+        cohort_status_t st = atomic_load(&comm->aborted) ? COHORT_SUCCESS
+                                                         : cohort_jobctl_check(comm);
         if (st) {
             p->job_failed = 1;
             return st;

@@ -46,6 +46,8 @@ typedef struct rdv_hello {
     uint32_t magic, version;
     char job_id[COHORT_JOBID_MAX];
     int32_t rank, nranks;
+    int32_t pid;
+    char host[64];            /* for messages about this rank */
     unsigned char nonce[16];
     unsigned char mac[32];
 } rdv_hello_t;
@@ -104,6 +106,7 @@ typedef struct rdv_conn {
     unsigned char *out;       /* bytes queued to send */
     size_t out_len, out_off;
     char addr[64];
+    char who[96];             /* "host vm, pid 123" from the hello, for messages */
 } rdv_conn_t;
 
 struct cohort_rdv_server {
@@ -377,6 +380,8 @@ static void handle_hello(cohort_rdv_server_t *s, rdv_conn_t *c)
         return;
     }
     c->rank = h.rank;
+    h.host[sizeof h.host - 1] = '\0';
+    snprintf(c->who, sizeof c->who, "host %.63s, pid %d", h.host, (int)h.pid);
     s->arrived[h.rank] = 1;
     s->narrived++;
     rdv_ack_t ack = { RDV_MAGIC, 0, { 0 } };
@@ -594,7 +599,7 @@ static void read_conn(cohort_rdv_server_t *s, rdv_conn_t *c)
             server_fail_code(s, fail_code(c->rank, COHORT_ERR_PEER_LOST), "rank %d (%s) is "
                              "gone: its connection to the job's rendezvous closed without a "
                              "goodbye (the process was killed, crashed, or called _exit)",
-                             c->rank, c->addr);
+                             c->rank, c->who);
         conn_drop(s, c);
         return;
     }
@@ -875,6 +880,9 @@ cohort_status_t cohort_rdv_connect(const char *url, const char *job_id, const vo
     snprintf(h.job_id, sizeof h.job_id, "%s", job_id);
     h.rank = rank;
     h.nranks = nranks;
+    h.pid = (int32_t)getpid();
+    if (gethostname(h.host, sizeof h.host) != 0) snprintf(h.host, sizeof h.host, "?");
+    h.host[sizeof h.host - 1] = '\0';
     if (getrandom(h.nonce, sizeof h.nonce, 0) != (ssize_t)sizeof h.nonce) {
         uint64_t t = cohort_now_ns() ^ (uint64_t)getpid() << 32;
         memcpy(h.nonce, &t, sizeof t);

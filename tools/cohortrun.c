@@ -46,6 +46,7 @@ extern char **environ;
 #define EXIT_TIMEOUT 124
 #define EXIT_CANNOT_RUN 127
 #define GRACE_S 3.0             /* SIGTERM -> SIGKILL */
+#define NOTICE_GRACE_S 2.0      /* a rank failed and the others were told -> SIGTERM */
 #define KILL_WAIT_S 5.0         /* after SIGKILL, how long to wait for the ranks to be reaped */
 #define LINE_MAX_BYTES 65536    /* longer lines are cut (a newline is inserted) */
 #define NP_MAX 1000000L
@@ -418,6 +419,8 @@ typedef struct job {
     int exit_code;
     double term_deadline, kill_deadline;
     double interrupted_at;   /* when the first SIGINT/SIGTERM/SIGHUP was handled */
+    double notice_deadline;  /* a rank failed: the others were told; SIGTERM them at this time */
+    int failed_code;         /* the first failed rank's exit code, once one failed */
 } job_t;
 
 /* Signal plumbing: the handler writes one record {signal, pid} to the self-pipe. For SIGCHLD the
@@ -1113,7 +1116,7 @@ static void rank_exited(job_t *job, rank_proc_t *p, int status)
     stream_read(job, p, 0, 1);
     stream_read(job, p, 1, 1);
     int failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    if (!failed || job->terminating) return;
+    if (!failed || job->terminating || job->failed_code) return;
     char why[128];
     describe_status(status, why, sizeof why);
     int others = count_running(job, NULL);
@@ -1124,6 +1127,17 @@ static void rank_exited(job_t *job, rank_proc_t *p, int status)
         msg("rank %d (host %s, pid %d) %s", p->rank, p->host, (int)p->pid, why);
     int code = WIFEXITED(status) ? WEXITSTATUS(status)
                                  : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+    if (job->srv_active && others) {
+        /* Tell the survivors through the job's rendezvous (their collectives fail at once,
+         * naming this rank) and give them NOTICE_GRACE_S to report it and exit on their own. */
+        char text[512];
+        snprintf(text, sizeof text, "rank %d (host %s, pid %d) %s", p->rank, p->host,
+                 (int)p->pid, why);
+        cohort_rdv_server_fail(job->srv, p->rank, text);
+        job->failed_code = code ? code : 1;
+        job->notice_deadline = cohort_now_s() + NOTICE_GRACE_S;
+        return;
+    }
     start_termination(job, code ? code : 1);
 }
 
@@ -1242,6 +1256,8 @@ static int run(job_t *job, double rdv_timeout_s)
                 missing, rdv_timeout_s, running, plural(running, "rank", "ranks"));
             start_termination(job, 1);
         }
+        if (job->failed_code && !job->terminating && now >= job->notice_deadline)
+            start_termination(job, job->failed_code);
         if (job->terminating && !job->sigkill_sent && now >= job->term_deadline) {
             int k = count_running(job, list);
             if (k) {
@@ -1275,6 +1291,8 @@ static int run(job_t *job, double rdv_timeout_s)
             timeout = ms_until(job_deadline, now);
         if (job->terminating && !job->sigkill_sent && ms_until(job->term_deadline, now) < timeout)
             timeout = ms_until(job->term_deadline, now);
+        if (job->failed_code && !job->terminating && ms_until(job->notice_deadline, now) < timeout)
+            timeout = ms_until(job->notice_deadline, now);
         int nfds = 0;
         pfd[nfds].fd = sig_pipe[0];
         pfd[nfds].events = POLLIN;
@@ -1326,7 +1344,7 @@ static int run(job_t *job, double rdv_timeout_s)
     free(list);
     free(pfd);
     free(pfd_rank);
-    return job->terminating ? job->exit_code : 0;
+    return job->terminating ? job->exit_code : job->failed_code;
 }
 
 /* ---------------------------------------------------------------------------------------- */
