@@ -7,3 +7,7 @@ tests_mp_peerloss_SOURCES = tests/mp/peerloss.c
 tests_mp_peerloss_LDADD = libcohort.la
 TESTS += tests/mp/test_collectives.sh tests/mp/test_bench.sh tests/mp/test_bootstrap.sh tests/mp/test_shm.sh tests/mp/test_topology.sh
 dist_noinst_SCRIPTS += tests/mp/test_collectives.sh tests/mp/test_bench.sh tests/mp/test_bootstrap.sh tests/mp/test_shm.sh tests/mp/test_topology.sh tests/mp/fakenode.sh tests/mp/lib.sh
+# The fault-injection suite's rank program: loops one collective until it fails.
+check_PROGRAMS += tests/mp/faulty
+tests_mp_faulty_SOURCES = tests/mp/faulty.c
+tests_mp_faulty_LDADD = libcohort.la
