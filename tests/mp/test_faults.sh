@@ -5,10 +5,11 @@
 #
 # Matrix (docs/testing.md has the table): over tcp and over shm (COHORT_TRANSPORTS), allreduce,
 # broadcast (root 0) and alltoall, each rank position 0, 1, 2 of np=3 killed in turn at a small
-# (256 floats: eager) or a large size (1 Mi floats: single-copy / striped), both sizes for every
-# collective and transport; a few np=4 cases; a few --between cases (the kill lands while the
-# ranks wait between two collectives, and the survivors meet it in the next one); and one case
-# where cohortrun itself reports the death (no sh wrapper: it must exit non-zero naming rank 1).
+# (256 floats: eager) and a large size (1 Mi floats: single-copy / striped); the same over shm's
+# point-to-point path (COHORT_SHM_COLL_CHUNK=0), one size per position; np=4 with every position
+# killed over each transport; a few --between cases (the kill lands while the ranks wait between
+# two collectives, and the survivors meet it in the next one); and one case where cohortrun
+# itself reports the death (no sh wrapper: it must exit non-zero naming rank 1).
 #
 # The ranks run inside `sh -c '...; echo $? > rc.RANK; sleep 60'` (as in test_shm.sh), so that
 # cohortrun, which stops the whole job when a rank exits, does not stop the survivors before they
