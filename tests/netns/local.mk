@@ -2,3 +2,7 @@
 # Need root and iproute2 (skipped otherwise); one case: NETNS_CASES="a h" make check TESTS=...
 TESTS += tests/netns/test_netns.sh
 dist_noinst_SCRIPTS += tests/netns/test_netns.sh tests/netns/lib.sh
+# The fault suite's network cut: a node's link taken down while the ranks loop a collective;
+# the ranks on the other nodes must fail (root only, skipped otherwise).
+TESTS += tests/netns/test_netns_faults.sh
+dist_noinst_SCRIPTS += tests/netns/test_netns_faults.sh
