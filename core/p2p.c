@@ -48,8 +48,8 @@ static cohort_status_t post(cohort_comm_t *comm, int peer, void *buf, size_t len
                  : ops->irecv(conn, buf, len, comm->tag, NULL, &req->tp);
     if (st) {
         req->tp = NULL;
-        cohort_error_prefix("rank %d posting a %zu-byte %s %s rank %d (%s) in %s", comm->rank,
-                            len, is_send ? "send to" : "receive from", "", peer,
+        cohort_error_prefix("rank %d posting a %zu-byte %s rank %d (%s) in %s", comm->rank,
+                            len, is_send ? "send to" : "receive from", peer,
                             comm->peers[peer].host, cohort_comm_desc(comm));
     }
     return st;

@@ -1246,8 +1246,10 @@ static int run(job_t *job, double rdv_timeout_s)
             free(ranks);
             start_termination(job, EXIT_TIMEOUT);
         }
+        /* (once every rank arrived, the ranks keep their connection as the job's control
+         * channel for as long as they run: no deadline then) */
         if (job->srv_active && !job->terminating && first_arrival > 0 &&
-            now >= first_arrival + rdv_timeout_s) {
+            cohort_rdv_server_arrived(job->srv) < job->n && now >= first_arrival + rdv_timeout_s) {
             char missing[4096] = "";
             cohort_rdv_server_missing(job->srv, missing, sizeof missing);
             int running = count_running(job, NULL);

@@ -10,6 +10,8 @@
  *             parent: the split returns ABORTED within 2 s.
  *   mismatch  rank 0 calls allreduce with 10 floats, rank 1 with 20: both get MISMATCH, and each
  *             message names both calls (count 10 and count 20).
+ *   long      two allreduces 3 s apart on every rank (run with COHORT_TIMEOUT=1): the job runs
+ *             to its end.
  *   stall     rank 2 (of 3) joins an allreduce 4 s late (run with COHORT_STALL_WARN=1): the
  *             job's stall report (checked by the script) names it.
  */
@@ -155,6 +157,16 @@ int main(int argc, char **argv)
         if (!strstr(msg, "count 10") || !strstr(msg, "count 20"))
             FAIL("the message does not name both calls: %s", msg);
         printf("ok: rank %d: %s\n", rank, msg);
+        cohort_comm_destroy(world);
+    } else if (!strcmp(mode, "long")) {
+        /* every rank computes for 3 s between two collectives (run with COHORT_TIMEOUT=1): the
+         * job's control connection must not be mistaken for a rendezvous that never ends */
+        for (int i = 0; i < 2; i++) {
+            if (i) sleep_s(3.0);
+            st = cohort_allreduce(world, buf, buf, 8, COHORT_FLOAT32, COHORT_SUM);
+            if (st) FAIL("allreduce %d: %s", i, cohort_last_error());
+        }
+        printf("ok: rank %d: both allreduces completed\n", rank);
         cohort_comm_destroy(world);
     } else if (!strcmp(mode, "stall")) {
         if (rank == 2) sleep_s(4.0);

@@ -15,6 +15,8 @@ for tp in shm tcp; do
     run_case "abort from another thread mid-allreduce ($tp)" env COHORT_TRANSPORTS=$tp "$COHORTRUN" -np 2 "$CT" thread
     run_case "abort from a signal handler mid-allreduce ($tp)" env COHORT_TRANSPORTS=$tp "$COHORTRUN" -np 2 "$CT" signal
 done
+run_case "ranks that compute longer than COHORT_TIMEOUT between collectives are not stopped" \
+    env COHORT_TIMEOUT=1 "$COHORTRUN" -np 2 "$CT" long
 run_case "abort while cohort_comm_split waits for the others" "$COHORTRUN" -np 2 "$CT" split
 run_case "a mismatch names both calls on both ranks (tcp)" env COHORT_TRANSPORTS=tcp "$COHORTRUN" -np 2 "$CT" mismatch
 run_case "the stall report names the rank that has not joined (COHORT_STALL_WARN=1)" sh -c '

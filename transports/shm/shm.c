@@ -1152,10 +1152,12 @@ static void rx_progress(shm_conn_t *c)
             size_t n = r->rlen - r->off;
             if (n > budget) n = budget;
             int rc = n ? cma_read(c->peer_pid, r->buf + r->off, r->raddr + r->off, n) : 0;
-            if (rc == 0 &&
+            /* The sender closed (its buffer may be gone, the data unreliable): also when the
+             * read failed with EFAULT because it freed the buffer on its way out. */
+            if ((rc == 0 || rc == -EFAULT) &&
                 atomic_load_explicit(&c->ctl->closed[c->connector ? SIDE_ACC : SIDE_CONN],
                                      memory_order_acquire))
-                rc = -ESRCH;   /* the sender closed: its buffer may be gone, data unreliable */
+                rc = -ESRCH;
             if (rc) {
                 if (rc == -ESRCH || pid_gone(c->pidfd, c->peer_pid))
                     conn_fail(c, COHORT_ERR_PEER_LOST, "shm: rank %d (pid %d) went away while "
