@@ -7,10 +7,11 @@
  *      stranger as a rank (cohort_rdv_server_arrived stays 0).
  *
  *   1  authenticated ranks, to a fresh server of 1 + data[1] % 3 ranks: each rank connects
- *      and sends a real client's hello (captured at start-up, see rdv_util.h), then the
- *      bytes, cut at data[2], go to ranks 0 (and 1, 2) as their messages (GATHER, FAIL, BYE,
- *      anything). The ranks then reset their connections; the server must notice every one
- *      and report itself finished.
+ *      and sends a real client's hello (captured at start-up, see rdv_util.h); with bit 7 of
+ *      data[1] an intruder with a valid MAC but a rank that does not fit or has joined already
+ *      follows, and must be refused. Then the bytes, cut at data[2], go to ranks 0 (and 1, 2)
+ *      as their messages (GATHER, FAIL, BYE, anything). The ranks then reset their
+ *      connections; the server must notice every one and report itself finished.
  *
  *   2  a server that authenticated itself, to a real client: a proxy forwards the client's hello
  *      to a fresh real server and its ack back, then feeds the bytes to the client as the
@@ -110,11 +111,24 @@ static void join_all(cohort_rdv_server_t *srv, int *fds, int n)
     }
 }
 
-static void ranks(const uint8_t *d, size_t n, unsigned nr, unsigned cut)
+static void ranks(const uint8_t *d, size_t n, unsigned nr, unsigned cut, int intruder)
 {
     cohort_rdv_server_t *srv = fresh_server((int)nr);
     int fds[MAXN];
     join_all(srv, fds, (int)nr);
+    if (intruder) {
+        /* a hello with a valid MAC that must still be refused: rank 2 of 3, which does not fit
+         * a job of 1 or 2 ranks and has already joined a job of 3 */
+        int fd = rdv_connect_local(cohort_rdv_server_port(srv));
+        FUZZ_CHECK(fd >= 0, "cannot connect to the server");
+        cohort_rdv_server_progress(srv, 1);
+        rdv_send_all(fd, hellos[MAXN][MAXN - 1], hello_len);
+        cohort_rdv_server_progress(srv, 1);
+        rdv_close_abort(fd);
+        cohort_rdv_server_progress(srv, 0);
+        FUZZ_CHECK(cohort_rdv_server_arrived(srv) == (int)nr, "%d ranks arrived in a job of %u",
+                   cohort_rdv_server_arrived(srv), nr);
+    }
     /* rank 0 gets the bytes up to the cut, the others share the rest */
     size_t at = 0, first = nr > 1 ? n * cut / 256 : n;
     for (unsigned r = 0; r < nr; r++) {
@@ -209,7 +223,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t n = size < 3 ? 0 : size - 3;
     switch (data[0] % 3) {
     case 0: stranger(d, n, b1); break;
-    case 1: ranks(d, n, 1 + b1 % MAXN, b2); break;
+    case 1: ranks(d, n, 1 + b1 % MAXN, b2, (b1 & 0x80) != 0); break;
     default: server_side(d, n, 1 + b2 % MAXN, b1 % 16); break;
     }
     return 0;

@@ -391,6 +391,9 @@ static void rdv_seeds(void)
     n = msg(b, BYE, 0, 0, NULL, 0);
     n += msg(b + n, GATHER, 0, 3, "abc", 3);
     rdv_seed("ranks2-bye-then-gather", 1, 1, 0, b, n);
+    n = msg(b, GATHER, 0, 1, "i", 1);
+    rdv_seed("ranks1-intruder", 1, 0x80, 0, b, n);
+    rdv_seed("ranks3-intruder", 1, 0x82, 128, b, n);
 
     /* mode 2: a fake server talking to a real client (b1 % 16 = bytes per rank, b2 % 3 =
      * nranks - 1) */
