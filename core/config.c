@@ -6,6 +6,7 @@
 
 #include <ctype.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,16 +101,67 @@ static char *trim(char *s)
     return s;
 }
 
-static void load_file_locked(void)
+/* Warnings about the file, gathered while file_lock is held and logged once it is released:
+ * logging reads settings itself (COHORT_DEBUG may come from this very file), so a warning
+ * logged under the lock deadlocked the first reader of a file with a bad line. */
+typedef struct warn_buf {
+    char *text;   /* messages, each ending in '\n' */
+    size_t len;
+} warn_buf_t;
+
+static void warn_add(warn_buf_t *w, const char *fmt, ...) COHORT_PRINTF(2, 3);
+static void warn_add(warn_buf_t *w, const char *fmt, ...)
+{
+    char msg[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    size_t n = strlen(msg);
+    char *t = realloc(w->text, w->len + n + 2);
+    if (!t) return;
+    memcpy(t + w->len, msg, n);
+    t[w->len + n] = '\n';
+    w->len += n + 1;
+    t[w->len] = '\0';
+    w->text = t;
+}
+
+static void warn_flush(warn_buf_t *w)
+{
+    for (char *p = w->text, *nl; p && *p; p = nl + 1) {
+        nl = strchr(p, '\n');
+        *nl = '\0';
+        cohort_log(COHORT_LOG_WARN, "init", "%s", p);
+    }
+    free(w->text);
+}
+
+/* One line of f without its newline: its first COHORT_CONF_LINE_MAX characters in line
+ * (NUL-terminated), its whole length in *len, whether it holds a NUL byte in *nul. 0 at the end
+ * of the file. */
+static int read_line(FILE *f, char *line, size_t *len, int *nul)
+{
+    int c;
+    *len = 0;
+    *nul = 0;
+    while ((c = getc(f)) != EOF && c != '\n') {
+        if (c == '\0') *nul = 1;
+        if (*len < COHORT_CONF_LINE_MAX) line[*len] = (char)c;
+        (*len)++;
+    }
+    line[*len < COHORT_CONF_LINE_MAX ? *len : COHORT_CONF_LINE_MAX] = '\0';
+    return c != EOF || *len > 0;
+}
+
+static void load_file_locked(warn_buf_t *w)
 {
     file_loaded = 1;
     const char *path = getenv("COHORT_CONF");
     FILE *f = NULL;
     if (path && *path) {
         f = fopen(path, "r");
-        if (!f)
-            cohort_log(COHORT_LOG_WARN, "init", "COHORT_CONF=%s cannot be opened; ignoring it",
-                       path);
+        if (!f) warn_add(w, "COHORT_CONF=%s cannot be opened; ignoring it", path);
     } else {
         static const char *defaults[] = { "cohort.conf", "/etc/cohort.conf" };
         for (size_t i = 0; i < 2 && !f; i++)
@@ -117,26 +169,35 @@ static void load_file_locked(void)
     }
     if (!f) return;
     snprintf(file_path, sizeof file_path, "%s", path);
-    char line[1024];
-    int lineno = 0;
-    while (fgets(line, sizeof line, f)) {
+    char line[COHORT_CONF_LINE_MAX + 1];
+    size_t len;
+    int lineno = 0, nul;
+    while (read_line(f, line, &len, &nul)) {
         lineno++;
+        if (nul) {
+            warn_add(w, "%s:%d: holds a NUL byte (not a text file?); ignored", file_path, lineno);
+            continue;
+        }
+        if (len > COHORT_CONF_LINE_MAX) {
+            warn_add(w, "%s:%d: longer than %d characters; ignored", file_path, lineno,
+                     COHORT_CONF_LINE_MAX);
+            continue;
+        }
         char *hash = strchr(line, '#');
         if (hash) *hash = '\0';
         char *s = trim(line);
         if (!*s) continue;
         char *eq = strchr(s, '=');
         if (!eq) {
-            cohort_log(COHORT_LOG_WARN, "init", "%s:%d: '%s' is not NAME = value; ignored",
-                       file_path, lineno, s);
+            warn_add(w, "%s:%d: '%s' is not NAME = value; ignored", file_path, lineno, s);
             continue;
         }
         *eq = '\0';
         char *name = trim(s), *value = trim(eq + 1);
         int idx = setting_index(name);
         if (idx < 0) {
-            cohort_log(COHORT_LOG_WARN, "init", "%s:%d: unknown setting '%s' (cohort-info lists "
-                       "them); ignored", file_path, lineno, name);
+            warn_add(w, "%s:%d: unknown setting '%s' (cohort-info lists them); ignored",
+                     file_path, lineno, name);
             continue;
         }
         free(file_values[idx]);
@@ -147,10 +208,12 @@ static void load_file_locked(void)
 
 static const char *file_value(int idx)
 {
+    warn_buf_t w = { NULL, 0 };
     pthread_mutex_lock(&file_lock);
-    if (!file_loaded) load_file_locked();
+    if (!file_loaded) load_file_locked(&w);
     const char *v = file_values[idx];
     pthread_mutex_unlock(&file_lock);
+    warn_flush(&w);
     return v;
 }
 

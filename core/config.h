@@ -8,6 +8,10 @@
 #include <stddef.h>
 #include "cohort/cohort.h"
 
+/* Longest cohort.conf line read (characters before the newline); longer lines, and lines
+ * holding a NUL byte, are ignored with a warning. */
+#define COHORT_CONF_LINE_MAX 4096
+
 typedef struct cohort_setting {
     const char *name;
     const char *def;      /* NULL: unset by default */

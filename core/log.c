@@ -27,9 +27,8 @@ static char log_subsys[256];          /* "" = all; else comma list, leading ^ ex
 static int log_rank = -1;
 static char log_host[64];
 
-static void log_init_locked(void)
+static void log_init_locked(const char *lv, const char *ss)
 {
-    const char *lv = cohort_config_get("COHORT_DEBUG");
     log_level = COHORT_LOG_WARN;
     int bad = 0;
     if (lv && *lv) {
@@ -39,7 +38,6 @@ static void log_init_locked(void)
         else if (!strcasecmp(lv, "TRACE")) log_level = COHORT_LOG_TRACE;
         else bad = 1;
     }
-    const char *ss = cohort_config_get("COHORT_DEBUG_SUBSYS");
     snprintf(log_subsys, sizeof log_subsys, "%s", (ss && strcasecmp(ss, "ALL")) ? ss : "");
     if (gethostname(log_host, sizeof log_host) != 0) snprintf(log_host, sizeof log_host, "?");
     log_host[sizeof log_host - 1] = '\0';
@@ -75,8 +73,12 @@ static int subsys_listed(const char *list, const char *subsys)
 int cohort_log_enabled(int level, const char *subsys)
 {
     if (log_level < 0) {
+        /* Read before taking log_lock: the first read may load cohort.conf, whose warnings are
+         * logged, and so come back here, before it returns. */
+        const char *lv = cohort_config_get("COHORT_DEBUG");
+        const char *ss = cohort_config_get("COHORT_DEBUG_SUBSYS");
         pthread_mutex_lock(&log_lock);
-        if (log_level < 0) log_init_locked();
+        if (log_level < 0) log_init_locked(lv, ss);
         pthread_mutex_unlock(&log_lock);
     }
     if (level > log_level || level <= COHORT_LOG_NONE) return 0;

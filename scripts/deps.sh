@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what building and testing cohort needs on Debian 12 (as root, or through sudo).
 set -euo pipefail
+# clang + libclang-rt-14-dev (libclang_rt.fuzzer, only recommended by clang): the libFuzzer
+# targets of tests/fuzz; valgrind: their corpus replays and the parsers' unit tests under memcheck.
 pkgs="build-essential autoconf automake libtool pkg-config check libsubunit-dev libhwloc-dev
-      iproute2 procps python3"
+      iproute2 procps python3 clang libclang-rt-14-dev valgrind"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -8,3 +8,4 @@ include tests/unit/shm_ring.mk
 include tests/unit/shm_coll.mk
 include tests/netns/local.mk
 include tests/unit/topo.mk
+include tests/fuzz/local.mk
