@@ -43,8 +43,18 @@ static inline int rdv_connect_local(int port)
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
     if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
+        /* libFuzzer's SIGALRM can interrupt connect(): the connection goes on; wait for it */
+        struct pollfd p = { fd, POLLOUT, 0 };
+        int err = 0;
+        socklen_t el = sizeof err;
+        int pr = -1;
+        if (errno == EINTR)
+            do pr = poll(&p, 1, 3000); while (pr < 0 && errno == EINTR);
+        if (pr != 1 ||
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
+            close(fd);
+            return -1;
+        }
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
