@@ -122,10 +122,12 @@ static cohort_status_t read_settings(cohort_comm_t *c)
     c->ring_pos = -1;
     c->timeout_s = 300;
     long chunk = 262144, spin = 200, spin_us = 500;
-    cohort_status_t st = cohort_config_double("COHORT_TIMEOUT", 0.1, 1e7, &c->timeout_s);
-    if (!st) st = cohort_config_long("COHORT_CHUNK_SIZE", 64, 1L << 30, &chunk);
-    if (!st) st = cohort_config_long("COHORT_SPIN", 0, 100000000, &spin);
-    if (!st) st = cohort_config_long("COHORT_SPIN_US", 0, 10000000, &spin_us);
+    /* every setting, including those only transports read: a bad one fails here */
+    cohort_status_t st = cohort_config_check();
+    if (!st) st = cohort_config_table_double("COHORT_TIMEOUT", &c->timeout_s);
+    if (!st) st = cohort_config_table_long("COHORT_CHUNK_SIZE", &chunk);
+    if (!st) st = cohort_config_table_long("COHORT_SPIN", &spin);
+    if (!st) st = cohort_config_table_long("COHORT_SPIN_US", &spin_us);
     c->spin_ns = (uint64_t)spin_us * 1000u;
     c->chunk = (size_t)chunk;
     c->spin = (unsigned)spin;
@@ -135,7 +137,9 @@ static cohort_status_t read_settings(cohort_comm_t *c)
     return st;
 }
 
-static void fill_card(card_t *card, cohort_comm_t *c, int member, int64_t key)
+/* detail: the place and interfaces too (not for a rank whose settings are bad: they would
+ * consult them again, log the same error again and overwrite its message). */
+static void fill_card(card_t *card, cohort_comm_t *c, int member, int64_t key, int detail)
 {
     memset(card, 0, sizeof *card);
     card->magic = CARD_MAGIC;
@@ -157,7 +161,7 @@ static void fill_card(card_t *card, cohort_comm_t *c, int member, int64_t key)
         if (hl < sizeof card->hostname - 2)
             snprintf(card->hostname + hl, sizeof card->hostname - hl, ":%s", hid);
     }
-    if (!member) return;
+    if (!member || !detail) return;
     cohort_node_boot_id(card->bootid, sizeof card->bootid);
     cpu_set_t cpus;
     if (sched_getaffinity(0, sizeof cpus, &cpus) == 0)
@@ -592,7 +596,7 @@ static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_
     /* Round 1: who is in which communicator, with which key. Our rank in the new communicator
      * is only known after it, and endpoints need it: they are opened for round 2. */
     if (member) st = read_settings(c);
-    fill_card(mine, c, member, key);
+    fill_card(mine, c, member, key, !st);
     if (st) {
         mine->status = st;
         snprintf(mine->errmsg, sizeof mine->errmsg, "%s", cohort_last_error());
@@ -848,7 +852,7 @@ cohort_status_t cohort_comm_init(cohort_comm_t **comm)
     cohort_plugin_set_secret(id.secret, id.secretlen);
     snprintf(g_job_id, sizeof g_job_id, "%s", id.job_id);
     double timeout_s = 300;
-    if ((st = cohort_config_double("COHORT_TIMEOUT", 0.1, 1e7, &timeout_s))) return st;
+    if ((st = cohort_config_table_double("COHORT_TIMEOUT", &timeout_s))) return st;
     cohort_bootstrap_t *boot = NULL;
     cohort_rdv_server_t *server = NULL;
     if (id.nranks > 1) {

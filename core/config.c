@@ -5,67 +5,94 @@
 #include "core/parse.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* Ranges and grammars are the ones the readers enforce (core/comm.c, core/log.c, the tcp and shm
+ * transports, ...): cohort_config_check runs them all at every communicator's creation, so that a
+ * bad value fails there even when nothing would read it (a single rank loads no transport). */
+#define NUM(lo, hi) COHORT_SET_LONG, (lo), (hi), NULL
+#define REAL(lo, hi) COHORT_SET_DOUBLE, (lo), (hi), NULL
+#define TEXT(max) COHORT_SET_TEXT, 0, (max), NULL
+#define WORDS(w) COHORT_SET_WORD, 0, 0, (w)
+#define SPECIAL COHORT_SET_SPECIAL, 0, 0, NULL
 static const cohort_setting_t settings[] = {
     { "COHORT_TRANSPORTS", NULL,
-      "transports to use, in preference order (shm,tcp), or ^name,... to exclude; default: all" },
+      "transports to use, in preference order (shm,tcp), or ^name,... to exclude; default: all",
+      SPECIAL },
     { "COHORT_PLUGIN_PATH", NULL,
-      "':'-separated directories searched for libcohort-<name>.so before the install directory" },
+      "':'-separated directories searched for libcohort-<name>.so before the install directory",
+      SPECIAL },
     { "COHORT_SOCKET_IFNAME", NULL,
-      "interfaces for sockets: prefixes (eth,ib), =exact, ^ to exclude, or CIDR (10.0.0.0/8)" },
-    { "COHORT_SOCKET_NSOCKS", "2", "TCP sockets per peer; large messages are striped over them" },
+      "interfaces for sockets: prefixes (eth,ib), =exact, ^ to exclude, or CIDR (10.0.0.0/8)",
+      SPECIAL },
+    { "COHORT_SOCKET_NSOCKS", "2", "TCP sockets per peer (1 to 16); large messages are striped "
+      "over them", NUM(1, 16) },
     { "COHORT_SHM_SEGMENT_SIZE", "1048576",
-      "shm: bytes of shared memory per connection (both directions), 64 KiB to 1 GiB" },
+      "shm: bytes of shared memory per connection (both directions), 64 KiB to 1 GiB",
+      NUM(65536, 1073741824) },
     { "COHORT_SHM_EAGER_LIMIT", "65536",
-      "shm: messages up to this size go through the shared ring, larger ones single-copy (CMA)" },
+      "shm: messages up to this size go through the shared ring, larger ones single-copy (CMA)",
+      NUM(0, 4611686018427387904.0) },
     { "COHORT_SHM_CMA", "1",
       "shm: 1 uses process_vm_readv for large messages when permitted; 0 copies through shared "
-      "memory" },
+      "memory", NUM(0, 1) },
     { "COHORT_SHM_COLL_CHUNK", "262144",
       "shm: bytes per round of the node collectives (rank 0's value is used), 4 KiB to 64 MiB; "
-      "0: no node collectives (point-to-point algorithms instead)" },
+      "0: no node collectives (point-to-point algorithms instead)", SPECIAL },
     { "COHORT_ALGO", NULL, "force algorithms, e.g. allreduce:ring;broadcast:tree; 'shm' names "
-      "the shm transport's node collectives" },
-    { "COHORT_CHUNK_SIZE", "262144", "pipeline chunk size in bytes for ring and chain algorithms" },
+      "the shm transport's node collectives", SPECIAL },
+    { "COHORT_CHUNK_SIZE", "262144", "pipeline chunk size in bytes for ring and chain algorithms "
+      "(64 to 1 GiB)", NUM(64, 1073741824) },
     { "COHORT_SPIN", "200",
       "polls a waiting rank makes before it sleeps in poll() (0: sleep at once); when ranks "
-      "outnumber cores every fruitless poll also yields the core" },
+      "outnumber cores every fruitless poll also yields the core", NUM(0, 100000000) },
     { "COHORT_SPIN_US", "500",
       "and microseconds it keeps polling before it sleeps, when every local rank has a core "
-      "(waking a sleeping vCPU costs 20-50 us here); ignored when ranks outnumber cores" },
+      "(waking a sleeping vCPU costs 20-50 us here); ignored when ranks outnumber cores",
+      NUM(0, 10000000) },
     { "COHORT_TIMEOUT", "300",
-      "seconds a blocking wait (bootstrap, connection, collective) may stall before it fails" },
-    { "COHORT_DEBUG", "WARN", "log level: NONE, WARN, INFO, TRACE" },
+      "seconds a blocking wait (bootstrap, connection, collective) may stall before it fails",
+      REAL(0.1, 1e7) },
+    { "COHORT_DEBUG", "WARN", "log level: NONE, WARN, INFO, TRACE",
+      WORDS("NONE|OFF|WARN|INFO|TRACE") },
     { "COHORT_DEBUG_SUBSYS", "ALL",
-      "log subsystems to show (init,boot,plugin,net,coll,error), or ^list to hide some" },
+      "log subsystems to show (init,boot,plugin,net,shm,topo,coll,error), or ^list to hide some",
+      SPECIAL },
     { "COHORT_RENDEZVOUS", NULL,
-      "tcp://host:port where ranks meet (rank 0 hosts it unless cohortrun does), or file://dir" },
-    { "COHORT_JOB_ID", NULL, "job identity; set by cohortrun, else derived from the launcher" },
+      "tcp://host:port where ranks meet (rank 0 hosts it unless cohortrun does), or file://dir",
+      SPECIAL },
+    { "COHORT_JOB_ID", NULL, "job identity; set by cohortrun, else derived from the launcher",
+      TEXT(63) },
     { "COHORT_SECRET", NULL,
       "per-job secret keying the HMAC on every connection; set by cohortrun, else derived from "
-      "the job id (weaker: see docs/security.md)" },
-    { "COHORT_RANK", NULL, "this process's rank (set by cohortrun)" },
-    { "COHORT_SIZE", NULL, "number of ranks (set by cohortrun)" },
-    { "COHORT_LOCAL_RANK", NULL, "rank among this node's ranks (set by cohortrun)" },
-    { "COHORT_LOCAL_SIZE", NULL, "ranks on this node (set by cohortrun)" },
-    { "COHORT_HOSTID", NULL, "overrides the node identity (hostname + boot id) used to group ranks" },
+      "the job id (weaker: see docs/security.md)", TEXT(0) },
+    { "COHORT_RANK", NULL, "this process's rank (set by cohortrun)", NUM(0, 1 << 24) },
+    { "COHORT_SIZE", NULL, "number of ranks (set by cohortrun)", NUM(1, 1 << 24) },
+    { "COHORT_LOCAL_RANK", NULL, "rank among this node's ranks (set by cohortrun)",
+      NUM(0, 1 << 24) },
+    { "COHORT_LOCAL_SIZE", NULL, "ranks on this node (set by cohortrun)", NUM(1, 1 << 24) },
+    { "COHORT_HOSTID", NULL, "overrides the node identity (hostname + boot id) used to group "
+      "ranks (at most 127 characters)", TEXT(127) },
     { "COHORT_TOPO_FILE", NULL,
-      "hwloc XML file read instead of discovering this machine (tests, odd machines)" },
+      "hwloc XML file read instead of discovering this machine (tests, odd machines)", SPECIAL },
     { "COHORT_TOPO_DUMP", NULL,
       "file that rank 0 writes at communicator creation: the machine, node groups, rings and "
-      "the interface each rank chose" },
+      "the interface each rank chose", TEXT(0) },
     { "COHORT_HIERARCHICAL", "auto",
       "hierarchical collectives (node shm + across nodes): auto (when every node has the same "
-      "number of ranks, 2 or more, over 2 or more nodes), 1 (force), 0 (flat rings)" },
+      "number of ranks, 2 or more, over 2 or more nodes), 1 (force), 0 (flat rings)", SPECIAL },
     { "COHORT_SOCKET_PROBE_MS", "1000",
       "tcp: milliseconds to wait for a peer's interface to answer the reachability probe at "
-      "start-up (without COHORT_SOCKET_IFNAME every candidate interface is probed)" },
+      "start-up (without COHORT_SOCKET_IFNAME every candidate interface is probed), 1 to 600000",
+      NUM(1, 600000) },
     { "COHORT_CONF", NULL, "settings file read after the environment (default ./cohort.conf, "
-      "then /etc/cohort.conf)" },
+      "then /etc/cohort.conf); a line that is not NAME = value or names no setting is an error",
+      TEXT(0) },
 };
 
 #define NSETTINGS (sizeof settings / sizeof settings[0])
@@ -76,16 +103,27 @@ const cohort_setting_t *cohort_settings(size_t *count)
     return settings;
 }
 
+const cohort_setting_t *cohort_setting_find(const char *name)
+{
+    for (size_t i = 0; name && i < NSETTINGS; i++)
+        if (!strcmp(settings[i].name, name)) return &settings[i];
+    return NULL;
+}
+
+/* The settings file, read once (cohort_config_reset reads it again). Its problems are kept, not
+ * logged: the logger reads its own settings through here, under file_lock, and cohort_error
+ * logs; they are raised by cohort_config_file_status, i.e. at every communicator's creation. */
 static pthread_mutex_t file_lock = PTHREAD_MUTEX_INITIALIZER;
 static int file_loaded;
 static char file_path[1024];
 static char *file_values[NSETTINGS];
+static int file_lines[NSETTINGS];
+static char file_problem[1200];     /* "" or the first problem, a whole message */
 
 static int setting_index(const char *name)
 {
-    for (size_t i = 0; i < NSETTINGS; i++)
-        if (!strcmp(settings[i].name, name)) return (int)i;
-    return -1;
+    const cohort_setting_t *s = cohort_setting_find(name);
+    return s ? (int)(s - settings) : -1;
 }
 
 static char *trim(char *s)
@@ -96,6 +134,29 @@ static char *trim(char *s)
     return s;
 }
 
+/* Printable copy of a line for a message (at most 96 characters). */
+static const char *shown(const char *s, char out[104])
+{
+    size_t k = 0;
+    for (; s[k] && k < 96; k++) out[k] = isprint((unsigned char)s[k]) ? s[k] : '?';
+    if (s[k]) {
+        memcpy(out + k, "...", 3);
+        k += 3;
+    }
+    out[k] = '\0';
+    return out;
+}
+
+static void file_problem_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void file_problem_set(const char *fmt, ...)
+{
+    if (file_problem[0]) return;   /* the first one is reported */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(file_problem, sizeof file_problem, fmt, ap);
+    va_end(ap);
+}
+
 static void load_file_locked(void)
 {
     file_loaded = 1;
@@ -103,9 +164,11 @@ static void load_file_locked(void)
     FILE *f = NULL;
     if (path && *path) {
         f = fopen(path, "r");
-        if (!f)
-            cohort_log(COHORT_LOG_WARN, "init", "COHORT_CONF=%s cannot be opened; ignoring it",
-                       path);
+        if (!f) {
+            char q[104];
+            file_problem_set("COHORT_CONF='%s' cannot be opened: %s; point it at a readable "
+                             "settings file or unset it", shown(path, q), strerror(errno));
+        }
     } else {
         static const char *defaults[] = { "cohort.conf", "/etc/cohort.conf" };
         for (size_t i = 0; i < 2 && !f; i++)
@@ -114,31 +177,55 @@ static void load_file_locked(void)
     if (!f) return;
     snprintf(file_path, sizeof file_path, "%s", path);
     char line[1024];
-    int lineno = 0;
+    int lineno = 0, cont = 0;
     while (fgets(line, sizeof line, f)) {
-        lineno++;
+        int partial = !strchr(line, '\n') && !feof(f);
+        int was_cont = cont;
+        cont = partial;
+        if (!was_cont) lineno++;
+        if (partial || was_cont) {
+            if (!was_cont)
+                file_problem_set("%s:%d: the line is longer than %zu characters", file_path,
+                                 lineno, sizeof line - 2);
+            continue;
+        }
         char *hash = strchr(line, '#');
         if (hash) *hash = '\0';
-        char *s = trim(line);
+        char *s = trim(line), q[104];
         if (!*s) continue;
         char *eq = strchr(s, '=');
         if (!eq) {
-            cohort_log(COHORT_LOG_WARN, "init", "%s:%d: '%s' is not NAME = value; ignored",
-                       file_path, lineno, s);
+            file_problem_set("%s:%d: '%s' is not NAME = value", file_path, lineno, shown(s, q));
             continue;
         }
         *eq = '\0';
         char *name = trim(s), *value = trim(eq + 1);
         int idx = setting_index(name);
-        if (idx < 0) {
-            cohort_log(COHORT_LOG_WARN, "init", "%s:%d: unknown setting '%s' (cohort-info lists "
-                       "them); ignored", file_path, lineno, name);
+        if (idx < 0 || !strcmp(name, "COHORT_CONF")) {
+            file_problem_set("%s:%d: '%s' is not a setting %s", file_path, lineno,
+                             shown(name, q), idx < 0 ? "(cohort-info --settings lists them)"
+                             : "a settings file can hold (set COHORT_CONF in the environment)");
             continue;
         }
-        free(file_values[idx]);
+        if (file_values[idx]) {
+            file_problem_set("%s:%d: %s is set a second time (first on line %d)", file_path,
+                             lineno, name, file_lines[idx]);
+            continue;
+        }
         file_values[idx] = strdup(value);
+        file_lines[idx] = lineno;
+        if (!file_values[idx])
+            file_problem_set("%s:%d: out of memory for the value of %s", file_path, lineno, name);
     }
+    if (ferror(f)) file_problem_set("%s: read error: %s", file_path, strerror(errno));
     fclose(f);
+}
+
+static void ensure_loaded(void)
+{
+    pthread_mutex_lock(&file_lock);
+    if (!file_loaded) load_file_locked();
+    pthread_mutex_unlock(&file_lock);
 }
 
 static const char *file_value(int idx)
@@ -150,15 +237,39 @@ static const char *file_value(int idx)
     return v;
 }
 
+cohort_status_t cohort_config_file_status(void)
+{
+    char msg[sizeof file_problem];
+    ensure_loaded();
+    pthread_mutex_lock(&file_lock);
+    memcpy(msg, file_problem, sizeof msg);
+    pthread_mutex_unlock(&file_lock);
+    return msg[0] ? cohort_error(COHORT_ERR_INVALID_ARG, "%s", msg) : COHORT_SUCCESS;
+}
+
+int cohort_config_file_line(const char *name, const char **path)
+{
+    int idx = setting_index(name), line = 0;
+    if (idx < 0 || getenv(name) || !strcmp(name, "COHORT_CONF")) return 0;
+    ensure_loaded();
+    pthread_mutex_lock(&file_lock);
+    if (file_values[idx]) line = file_lines[idx];
+    pthread_mutex_unlock(&file_lock);
+    if (path) *path = file_path;
+    return line;
+}
+
 void cohort_config_reset(void)
 {
     pthread_mutex_lock(&file_lock);
     for (size_t i = 0; i < NSETTINGS; i++) {
         free(file_values[i]);
         file_values[i] = NULL;
+        file_lines[i] = 0;
     }
     file_loaded = 0;
     file_path[0] = '\0';
+    file_problem[0] = '\0';
     pthread_mutex_unlock(&file_lock);
 }
 
@@ -200,4 +311,22 @@ cohort_status_t cohort_config_double(const char *name, double min, double max, d
     const char *v = cohort_config_get(name);
     if (!v) return COHORT_SUCCESS;
     return cohort_parse_double(name, v, min, max, value);
+}
+
+cohort_status_t cohort_config_table_long(const char *name, long *value)
+{
+    const cohort_setting_t *s = cohort_setting_find(name);
+    if (!s || s->kind != COHORT_SET_LONG)
+        return cohort_error(COHORT_ERR_INTERNAL, "%s is not a numeric setting of the table; "
+                            "this is a bug in cohort, please report it", name);
+    return cohort_config_long(name, (long)s->min, (long)s->max, value);
+}
+
+cohort_status_t cohort_config_table_double(const char *name, double *value)
+{
+    const cohort_setting_t *s = cohort_setting_find(name);
+    if (!s || s->kind != COHORT_SET_DOUBLE)
+        return cohort_error(COHORT_ERR_INTERNAL, "%s is not a real-valued setting of the table; "
+                            "this is a bug in cohort, please report it", name);
+    return cohort_config_double(name, s->min, s->max, value);
 }
