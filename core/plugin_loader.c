@@ -27,14 +27,19 @@
 
 /* ---- host table ------------------------------------------------------------------------- */
 
+/* Set by every communicator creation, possibly from several threads at once (one process may
+ * hold several ranks' communicators); read by the transports' handshakes. */
+static pthread_mutex_t secret_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned char job_secret[64];
 static size_t job_secret_len;
 
 void cohort_plugin_set_secret(const void *secret, size_t len)
 {
     if (len > sizeof job_secret) len = sizeof job_secret;
+    pthread_mutex_lock(&secret_lock);
     memcpy(job_secret, secret, len);
     job_secret_len = len;
+    pthread_mutex_unlock(&secret_lock);
 }
 
 static void host_log(int level, const char *subsys, const char *fmt, ...)
@@ -65,7 +70,12 @@ static cohort_status_t host_setting_long(const char *name, long *value)
 
 static void host_auth(const void *data, size_t len, unsigned char out[32])
 {
-    cohort_hmac_sha256(job_secret, job_secret_len, data, len, out);
+    unsigned char key[sizeof job_secret];
+    pthread_mutex_lock(&secret_lock);
+    size_t klen = job_secret_len;
+    memcpy(key, job_secret, klen);
+    pthread_mutex_unlock(&secret_lock);
+    cohort_hmac_sha256(key, klen, data, len, out);
 }
 
 static const cohort_host_v1_t host_table = {
