@@ -1,5 +1,6 @@
 /* Identity from the launcher's environment, and the bootstrap allgathers. */
 #include "core/bootstrap.h"
+#include "core/comm.h"
 #include "core/config.h"
 #include "core/hmac.h"
 #include "core/log.h"
@@ -315,7 +316,7 @@ typedef struct comm_boot {
 
 static cohort_status_t comm_allgather(cohort_bootstrap_t *b, const void *s, void *r, size_t n)
 {
-    return cohort_allgather(((comm_boot_t *)b)->parent, s, r, n, COHORT_UINT8);
+    return cohort_comm_allgather_held(((comm_boot_t *)b)->parent, s, r, n, COHORT_UINT8);
 }
 
 cohort_status_t cohort_bootstrap_comm(cohort_comm_t *parent, cohort_bootstrap_t **out)

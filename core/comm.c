@@ -88,6 +88,19 @@ cohort_status_t cohort_comm_check(const cohort_comm_t *comm, const char *fn)
     return COHORT_SUCCESS;
 }
 
+cohort_status_t cohort_comm_acquire(cohort_comm_t *comm, const char *fn)
+{
+    if (atomic_exchange(&comm->busy, 1))
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s on rank %d: another call (a collective "
+                            "or cohort_comm_split) is still running on this communicator in "
+                            "another thread; calls on one communicator must not overlap: give "
+                            "each thread a communicator of its own (cohort_comm_split)", fn,
+                            comm->rank);
+    return COHORT_SUCCESS;
+}
+
+void cohort_comm_release(cohort_comm_t *comm) { atomic_store(&comm->busy, 0); }
+
 /* ---- services for algorithms ------------------------------------------------------------ */
 
 void *cohort_coll_scratch(cohort_comm_t *comm, int slot, size_t bytes)
@@ -909,11 +922,15 @@ cohort_status_t cohort_comm_init_oob(int rank, int nranks, cohort_oob_allgather_
 {
     if (!comm) return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_init_oob: comm is NULL");
     *comm = NULL;
-    if (nranks < 1 || rank < 0 || rank >= nranks)
+    if (nranks < 1)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_init_oob: nranks %d must be at "
+                            "least 1", nranks);
+    if (rank < 0 || rank >= nranks)
         return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_init_oob: rank %d is not in "
                             "[0, nranks=%d)", rank, nranks);
     if (!allgather && nranks > 1)
-        return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_init_oob: allgather is NULL");
+        return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_init_oob: allgather is NULL "
+                            "with nranks %d (only a single rank may pass NULL)", nranks);
     cohort_log_set_rank(rank);
     /* Without a launcher secret, key connections by a fixed derivation: the OOB channel is the
      * caller's, so this only keeps strays out (docs/security.md). */
@@ -944,12 +961,26 @@ cohort_status_t cohort_comm_init_oob(int rank, int nranks, cohort_oob_allgather_
     return st;
 }
 
+static cohort_status_t split_held(cohort_comm_t *comm, int color, int key, cohort_comm_t **out);
+
 cohort_status_t cohort_comm_split(cohort_comm_t *comm, int color, int key, cohort_comm_t **out)
 {
+    if (out) *out = NULL;   /* whatever fails below */
     cohort_status_t st = cohort_comm_check(comm, "cohort_comm_split");
     if (st) return st;
     if (!out) return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_split: out is NULL");
-    *out = NULL;
+    if ((st = cohort_comm_acquire(comm, "cohort_comm_split"))) return st;
+    st = split_held(comm, color, key, out);
+    cohort_comm_release(comm);
+    return st;
+}
+
+static cohort_status_t split_held(cohort_comm_t *comm, int color, int key, cohort_comm_t **out)
+{
+    cohort_status_t st;
+    if (atomic_load(&comm->aborted))
+        return cohort_error(COHORT_ERR_ABORTED, "cohort_comm_split on rank %d: the communicator "
+                            "was aborted", comm->rank);
     if (comm->broken)
         return cohort_error(comm->broken, "cohort_comm_split: the communicator failed earlier "
                             "and cannot be used: %s", comm->broken_msg);
@@ -996,6 +1027,11 @@ cohort_status_t cohort_comm_destroy(cohort_comm_t *comm)
     if (!comm) return COHORT_SUCCESS;
     cohort_status_t st = cohort_comm_check(comm, "cohort_comm_destroy");
     if (st) return st;
+    if (atomic_load(&comm->busy))
+        return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_destroy on rank %d: a collective "
+                            "or cohort_comm_split is still running on this communicator in "
+                            "another thread; wait for it to return (cohort_comm_abort makes it "
+                            "return at once), then destroy", comm->rank);
     cohort_comm_destroy(comm->hier_node);
     cohort_comm_destroy(comm->hier_cross);
     for (int p = 0; comm->peers && p < comm->nranks; p++) {
@@ -1018,20 +1054,49 @@ cohort_status_t cohort_comm_destroy(cohort_comm_t *comm)
     return COHORT_SUCCESS;
 }
 
-int cohort_comm_rank(const cohort_comm_t *comm) { return comm ? comm->rank : -1; }
-int cohort_comm_size(const cohort_comm_t *comm) { return comm ? comm->nranks : -1; }
-int cohort_comm_local_rank(const cohort_comm_t *comm) { return comm ? comm->local_rank : -1; }
-int cohort_comm_local_size(const cohort_comm_t *comm) { return comm ? comm->local_size : -1; }
-int cohort_comm_node_count(const cohort_comm_t *comm) { return comm ? comm->node_count : -1; }
+/* The queries: -1 ("none", NULL) for a handle that is not a live communicator, with
+ * cohort_last_error() saying why. */
+static int query(const cohort_comm_t *comm, const char *fn)
+{
+    return cohort_comm_check(comm, fn) == COHORT_SUCCESS;
+}
+
+int cohort_comm_rank(const cohort_comm_t *comm)
+{
+    return query(comm, "cohort_comm_rank") ? comm->rank : -1;
+}
+int cohort_comm_size(const cohort_comm_t *comm)
+{
+    return query(comm, "cohort_comm_size") ? comm->nranks : -1;
+}
+int cohort_comm_local_rank(const cohort_comm_t *comm)
+{
+    return query(comm, "cohort_comm_local_rank") ? comm->local_rank : -1;
+}
+int cohort_comm_local_size(const cohort_comm_t *comm)
+{
+    return query(comm, "cohort_comm_local_size") ? comm->local_size : -1;
+}
+int cohort_comm_node_count(const cohort_comm_t *comm)
+{
+    return query(comm, "cohort_comm_node_count") ? comm->node_count : -1;
+}
 
 const char *cohort_comm_last_algo(const cohort_comm_t *comm)
 {
-    return comm && comm->last_algo ? comm->last_algo : "none";
+    if (!query(comm, "cohort_comm_last_algo")) return "none";
+    return comm->last_algo ? comm->last_algo : "none";
 }
 
 const char *cohort_comm_peer_transport(const cohort_comm_t *comm, int peer)
 {
-    if (!comm || peer < 0 || peer >= comm->nranks || !comm->peers) return NULL;
+    if (!query(comm, "cohort_comm_peer_transport")) return NULL;
+    if (peer < 0 || peer >= comm->nranks) {
+        cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_peer_transport: peer %d is not a rank "
+                     "of this communicator (size %d)", peer, comm->nranks);
+        return NULL;
+    }
+    if (!comm->peers) return NULL;
     int p = comm->peers[peer].plugin;
     return p < 0 ? NULL : comm->plugins[p]->name;
 }
