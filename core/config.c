@@ -247,16 +247,17 @@ cohort_status_t cohort_config_file_status(void)
     return msg[0] ? cohort_error(COHORT_ERR_INVALID_ARG, "%s", msg) : COHORT_SUCCESS;
 }
 
-int cohort_config_file_line(const char *name, const char **path)
+const char *cohort_config_file_value(const char *name, int *line, const char **path)
 {
-    int idx = setting_index(name), line = 0;
-    if (idx < 0 || getenv(name) || !strcmp(name, "COHORT_CONF")) return 0;
+    int idx = setting_index(name);
+    if (idx < 0 || !strcmp(name, "COHORT_CONF")) return NULL;
     ensure_loaded();
     pthread_mutex_lock(&file_lock);
-    if (file_values[idx]) line = file_lines[idx];
-    pthread_mutex_unlock(&file_lock);
+    const char *v = file_values[idx];
+    if (line) *line = file_lines[idx];
     if (path) *path = file_path;
-    return line;
+    pthread_mutex_unlock(&file_lock);
+    return v;
 }
 
 void cohort_config_reset(void)

@@ -33,8 +33,9 @@ const cohort_setting_t *cohort_setting_find(const char *name);
 const char *cohort_config_get(const char *name);
 /* Where the value came from: "env", "file <path>", "default", or "unset". */
 const char *cohort_config_source(const char *name);
-/* The line of the settings file that set name (0 when the file did not), and the file's path. */
-int cohort_config_file_line(const char *name, const char **path);
+/* The settings file's value of name whether or not the environment overrides it (NULL: the file
+ * does not set it), its line and the file's path. */
+const char *cohort_config_file_value(const char *name, int *line, const char **path);
 /* The settings file's own problems: COHORT_CONF naming a file that cannot be read, a line that
  * is not NAME = value, a name that is not a setting. COHORT_ERR_INVALID_ARG with a message
  * naming the file, the line and its text (the first problem); COHORT_SUCCESS when none. */

@@ -136,6 +136,33 @@ static cohort_status_t check_rendezvous(const char *name, const char *v)
                         "file://<directory>", name, shown(v, strlen(v), q));
 }
 
+/* The value in use goes through cohort_netifs (cached: what the job uses); a settings file's
+ * value that the environment overrides is parsed and matched here. */
+static cohort_status_t check_ifname(const char *name, const char *v)
+{
+    const char *in_use = cohort_config_get(name);
+    if (in_use && !strcmp(in_use, v)) {
+        const cohort_netif_t *ifs;
+        int n;
+        return cohort_netifs(&ifs, &n);
+    }
+    cohort_ifspec_t spec;
+    cohort_status_t st = cohort_ifspec_parse(name, v, &spec);
+    cohort_netif_t *all = NULL;
+    int n = 0, hits = 0;
+    if (!st) st = cohort_netifs_all(&all, &n);
+    for (int i = 0; !st && i < n; i++)
+        hits += cohort_ifspec_match(&spec, all[i].name, all[i].family, all[i].addr);
+    free(all);
+    if (!st && !hits) {
+        char q[SHOWN + 4];
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s' matches no interface on this host "
+                            "(cohort-info --interfaces lists them)", name,
+                            shown(v, strlen(v), q));
+    }
+    return st;
+}
+
 /* The grammar, then every algorithm name: one of the core's for that collective, or the name of
  * a transport on the plugin search path (its own collectives, e.g. shm). */
 static cohort_status_t check_algo(const char *name, const char *v)
@@ -190,16 +217,20 @@ static cohort_status_t check_special(const cohort_setting_t *s, const char *v)
         return st ? st : cohort_plugins_check_names(&list);
     }
     if (!strcmp(name, "COHORT_PLUGIN_PATH")) return check_plugin_path(name, v);
-    if (!strcmp(name, "COHORT_SOCKET_IFNAME")) {
-        const cohort_netif_t *ifs;
-        int n;
-        return cohort_netifs(&ifs, &n);
-    }
+    if (!strcmp(name, "COHORT_SOCKET_IFNAME")) return check_ifname(name, v);
     if (!strcmp(name, "COHORT_ALGO")) return check_algo(name, v);
     if (!strcmp(name, "COHORT_RENDEZVOUS")) return check_rendezvous(name, v);
     if (!strcmp(name, "COHORT_TOPO_FILE")) {
-        const cohort_topo_t *t;
-        return cohort_job_topo(&t);
+        const char *in_use = cohort_config_get(name);
+        if (in_use && !strcmp(in_use, v)) {   /* the one the job loads (and keeps) */
+            const cohort_topo_t *t;
+            return cohort_job_topo(&t);
+        }
+        cohort_topo_t *t = NULL;              /* a file's value the environment overrides */
+        cohort_status_t st = cohort_topo_load(v, &t);
+        if (t) cohort_topo_free(t);
+        if (st) cohort_error_prefix("%s", name);
+        return st;
     }
     return cohort_error(COHORT_ERR_INTERNAL, "setting %s has no check; this is a bug in cohort, "
                         "please report it", name);
@@ -219,6 +250,23 @@ static cohort_status_t check_one(const cohort_setting_t *s, const char *v)
     return COHORT_ERR_INTERNAL;
 }
 
+/* One value; path: it came from that settings file, whose line is named. */
+static cohort_status_t check_value(const cohort_setting_t *s, const char *v, const char *path,
+                                   int line)
+{
+    /* the checks' own errors are not logged: the one below, with the file's line, is */
+    int old = cohort_error_log_level(COHORT_LOG_NONE);
+    cohort_error_clear();
+    cohort_status_t st = check_one(s, v);
+    cohort_error_log_level(old);
+    if (!st) return COHORT_SUCCESS;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", cohort_last_error()[0] ? cohort_last_error()
+                                                            : "invalid value");
+    if (path) return cohort_error(st, "%s (set in %s, line %d)", msg, path, line);
+    return cohort_error(st, "%s", msg);
+}
+
 cohort_status_t cohort_config_check(void)
 {
     cohort_status_t st = cohort_config_file_status();
@@ -226,21 +274,12 @@ cohort_status_t cohort_config_check(void)
     size_t n;
     const cohort_setting_t *table = cohort_settings(&n);
     for (size_t i = 0; i < n; i++) {
-        const char *v = cohort_config_get(table[i].name);
-        if (!v) continue;
-        /* the checks' own errors are not logged: the one below, with the file's line, is */
-        int old = cohort_error_log_level(COHORT_LOG_NONE);
-        cohort_error_clear();
-        st = check_one(&table[i], v);
-        cohort_error_log_level(old);
-        if (!st) continue;
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", cohort_last_error()[0] ? cohort_last_error()
-                                                                : "invalid value");
-        const char *path = NULL;
-        int line = cohort_config_file_line(table[i].name, &path);
-        if (line > 0) return cohort_error(st, "%s (set in %s, line %d)", msg, path, line);
-        return cohort_error(st, "%s", msg);
+        const char *name = table[i].name, *v = cohort_config_get(name);
+        int line = 0;
+        const char *path = NULL, *fv = cohort_config_file_value(name, &line, &path);
+        /* the file's value even where the environment overrides it: a bad line is a bad line */
+        if (fv && fv != v && (st = check_value(&table[i], fv, path, line))) return st;
+        if (v && (st = check_value(&table[i], v, fv == v ? path : NULL, line))) return st;
     }
     return COHORT_SUCCESS;
 }
