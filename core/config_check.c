@@ -99,6 +99,9 @@ static cohort_status_t check_subsys(const char *name, const char *v)
 {
     char q[SHOWN + 4];
     if (!*v || !strcasecmp(v, "ALL")) return COHORT_SUCCESS;
+    if (strlen(v) > 255)   /* what the logger keeps (core/log.c) */
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s' is longer than 255 characters",
+                            name, shown(v, strlen(v), q));
     const char *p = v + (*v == '^');
     for (;;) {
         size_t n = 0;
