@@ -57,11 +57,17 @@ static int overlap(const void *a, size_t alen, const void *b, size_t blen)
     return alen && blen && x < y + blen && y < x + alen;
 }
 
-/* Checks the arguments, bumps the sequence number and sets tag and description. */
+/* len bytes from p stay inside the address space (a count far too large for the buffer shows
+ * here when nothing else can tell). */
+static int fits(const void *p, size_t len)
+{
+    return len == 0 || (uintptr_t)p <= UINTPTR_MAX - (len - 1);
+}
+
+/* Checks the arguments (comm itself is checked and held by the caller), bumps the sequence
+ * number and sets tag and description. */
 static cohort_status_t begin(cohort_comm_t *comm, cohort_coll_args_t *a, const char *fn)
 {
-    cohort_status_t st = cohort_comm_check(comm, fn);
-    if (st) return st;
     if (atomic_load(&comm->aborted))
         return cohort_error(COHORT_ERR_ABORTED, "%s on rank %d: the communicator was aborted",
                             fn, comm->rank);
@@ -74,16 +80,18 @@ static cohort_status_t begin(cohort_comm_t *comm, cohort_coll_args_t *a, const c
     if (a->coll != COHORT_COLL_BARRIER) {
         a->esize = cohort_dtype_size(a->dtype);
         if (!a->esize)
-            return cohort_error(COHORT_ERR_INVALID_ARG, "%s: dtype %d is not a cohort_dtype_t",
-                                fn, (int)a->dtype);
+            return cohort_error(COHORT_ERR_INVALID_ARG, "%s: dtype %d is not a cohort_dtype_t "
+                                "(COHORT_INT8 .. COHORT_FLOAT64)", fn, (int)a->dtype);
     }
     if (reduces && (unsigned)a->op >= COHORT_OP_COUNT)
-        return cohort_error(COHORT_ERR_INVALID_ARG, "%s: op %d is not a cohort_op_t", fn,
-                            (int)a->op);
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s: op %d is not a cohort_op_t (COHORT_SUM "
+                            ".. COHORT_AVG)", fn, (int)a->op);
     if ((a->coll == COHORT_COLL_BROADCAST || a->coll == COHORT_COLL_REDUCE) &&
         (a->root < 0 || a->root >= comm->nranks))
         return cohort_error(COHORT_ERR_INVALID_ARG, "%s: root %d is not a rank of this "
                             "communicator (size %d)", fn, a->root, comm->nranks);
+    if (a->coll == COHORT_COLL_REDUCE && comm->rank != a->root)
+        a->recvbuf = NULL;   /* only used at the root (cohort.h): never touched elsewhere */
     size_t blocks = (a->coll == COHORT_COLL_ALLGATHER || a->coll == COHORT_COLL_REDUCE_SCATTER ||
                      a->coll == COHORT_COLL_ALLTOALL) ? (size_t)comm->nranks : 1;
     size_t bytes = 0, total = 0;
@@ -91,31 +99,56 @@ static cohort_status_t begin(cohort_comm_t *comm, cohort_coll_args_t *a, const c
         __builtin_mul_overflow(bytes, blocks, &total))
         return cohort_error(COHORT_ERR_INVALID_ARG, "%s: count %zu x %zu bytes x %zu blocks "
                             "overflows size_t", fn, a->count, a->esize, blocks);
+    if (total > (size_t)PTRDIFF_MAX)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s: count %zu x %zu bytes x %zu blocks is "
+                            "%zu bytes, more than any buffer can hold", fn, a->count, a->esize,
+                            blocks, total);
     if (a->count && a->coll != COHORT_COLL_BARRIER) {
         int need_send = a->coll != COHORT_COLL_BROADCAST;
         int need_recv = a->coll != COHORT_COLL_REDUCE || comm->rank == a->root;
+        const char *rname = a->coll == COHORT_COLL_BROADCAST ? "buf" : "recvbuf";
         if (need_send && !a->sendbuf)
             return cohort_error(COHORT_ERR_INVALID_ARG, "%s: sendbuf is NULL with count %zu",
                                 fn, a->count);
         if (need_recv && !a->recvbuf)
-            return cohort_error(COHORT_ERR_INVALID_ARG, "%s: %s is NULL with count %zu", fn,
-                                a->coll == COHORT_COLL_BROADCAST ? "buf" : "recvbuf", a->count);
-        /* Partial overlap is never valid; exact in-place forms are. */
+            return cohort_error(COHORT_ERR_INVALID_ARG, "%s: %s is NULL with count %zu%s", fn,
+                                rname, a->count, a->coll == COHORT_COLL_REDUCE
+                                ? " on the root" : "");
         size_t sbytes = a->coll == COHORT_COLL_REDUCE_SCATTER || a->coll == COHORT_COLL_ALLTOALL
-                        ? bytes * blocks : bytes;
+                        ? total : bytes;
         size_t rbytes = a->coll == COHORT_COLL_ALLGATHER || a->coll == COHORT_COLL_ALLTOALL
-                        ? bytes * blocks : bytes;
+                        ? total : bytes;
+        if ((need_send && !fits(a->sendbuf, sbytes)) || (need_recv && !fits(a->recvbuf, rbytes)))
+            return cohort_error(COHORT_ERR_INVALID_ARG, "%s: %s %p + %zu bytes (count %zu) runs "
+                                "past the end of the address space; is count right?", fn,
+                                need_send && !fits(a->sendbuf, sbytes) ? "sendbuf" : rname,
+                                need_send && !fits(a->sendbuf, sbytes) ? a->sendbuf
+                                                                       : (const void *)a->recvbuf,
+                                need_send && !fits(a->sendbuf, sbytes) ? sbytes : rbytes,
+                                a->count);
+        /* In place is exactly the documented form (cohort.h); any other overlap is refused. */
         const char *rslot = a->recvbuf ? (const char *)a->recvbuf + (size_t)comm->rank * bytes
                             : NULL;
         const char *sslot = a->sendbuf ? (const char *)a->sendbuf + (size_t)comm->rank * bytes
                             : NULL;
-        int inplace = a->sendbuf == a->recvbuf ||
-                      (a->coll == COHORT_COLL_ALLGATHER && (const char *)a->sendbuf == rslot) ||
-                      (a->coll == COHORT_COLL_REDUCE_SCATTER && (const char *)a->recvbuf == sslot);
-        if (need_send && a->recvbuf && !inplace &&
+        int inplace;
+        const char *form;
+        if (a->coll == COHORT_COLL_ALLGATHER) {
+            inplace = (const char *)a->sendbuf == rslot;
+            form = "sendbuf == recvbuf + rank * sendcount elements";
+        } else if (a->coll == COHORT_COLL_REDUCE_SCATTER) {
+            inplace = (const char *)a->recvbuf == sslot;
+            form = "recvbuf == sendbuf + rank * recvcount elements";
+        } else {
+            inplace = a->sendbuf == a->recvbuf;
+            form = "sendbuf == recvbuf";
+        }
+        if (need_send && need_recv && !inplace &&
             overlap(a->sendbuf, sbytes, a->recvbuf, rbytes))
-            return cohort_error(COHORT_ERR_INVALID_ARG, "%s: sendbuf and recvbuf overlap "
-                                "partially; pass the same pointer for in-place operation", fn);
+            return cohort_error(COHORT_ERR_INVALID_ARG, "%s on rank %d: sendbuf %p (%zu bytes) "
+                                "and recvbuf %p (%zu bytes) overlap partially; in place is "
+                                "exactly %s, otherwise the buffers must not overlap", fn,
+                                comm->rank, a->sendbuf, sbytes, a->recvbuf, rbytes, form);
     }
     comm->seq++;
     comm->tag = cohort_coll_tag(comm->seq, a);
@@ -123,7 +156,7 @@ static cohort_status_t begin(cohort_comm_t *comm, cohort_coll_args_t *a, const c
     comm->fail_peer = -1;
     if (comm->world_of &&   /* do not start what cannot end */
         (cohort_jobctl_failures() != comm->jobctl_seen || cohort_jobctl_due())) {
-        st = cohort_jobctl_check(comm);
+        cohort_status_t st = cohort_jobctl_check(comm);
         if (st) {
             comm->broken = st;
             snprintf(comm->broken_msg, sizeof comm->broken_msg, "%s", cohort_last_error());
@@ -199,13 +232,33 @@ static cohort_status_t dispatch(cohort_comm_t *comm, cohort_coll_args_t *a)
     return st;
 }
 
-static cohort_status_t run(cohort_comm_t *comm, cohort_coll_args_t *a, const char *fn)
+/* comm is checked and held (or owned alone) by the caller. */
+static cohort_status_t run_held(cohort_comm_t *comm, cohort_coll_args_t *a, const char *fn)
 {
     cohort_status_t st = begin(comm, a, fn);
     if (st) return st;
     st = dispatch(comm, a);
     comm->cur = NULL;   /* a lives on this call's stack */
     return st;
+}
+
+static cohort_status_t run(cohort_comm_t *comm, cohort_coll_args_t *a, const char *fn)
+{
+    cohort_status_t st = cohort_comm_check(comm, fn);
+    if (!st) st = cohort_comm_acquire(comm, fn);
+    if (st) return st;
+    st = run_held(comm, a, fn);
+    cohort_comm_release(comm);
+    return st;
+}
+
+cohort_status_t cohort_comm_allgather_held(cohort_comm_t *comm, const void *sendbuf,
+                                           void *recvbuf, size_t sendcount, cohort_dtype_t dtype)
+{
+    cohort_coll_args_t a = { COHORT_COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype,
+                             COHORT_SUM, 0, 0 };
+    cohort_status_t st = cohort_comm_check(comm, "cohort_allgather");
+    return st ? st : run_held(comm, &a, "cohort_allgather");
 }
 
 cohort_status_t cohort_coll_run(cohort_comm_t *comm, cohort_comm_t *sub, cohort_coll_args_t *a,

@@ -328,7 +328,7 @@ typedef struct comm_boot {
 
 static cohort_status_t comm_allgather(cohort_bootstrap_t *b, const void *s, void *r, size_t n)
 {
-    return cohort_allgather(((comm_boot_t *)b)->parent, s, r, n, COHORT_UINT8);
+    return cohort_comm_allgather_held(((comm_boot_t *)b)->parent, s, r, n, COHORT_UINT8);
 }
 
 /* While the new communicator connects: an abort of the parent (or a failure of the job) ends

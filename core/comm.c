@@ -90,6 +90,19 @@ cohort_status_t cohort_comm_check(const cohort_comm_t *comm, const char *fn)
     return COHORT_SUCCESS;
 }
 
+cohort_status_t cohort_comm_acquire(cohort_comm_t *comm, const char *fn)
+{
+    if (atomic_exchange(&comm->busy, 1))
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s on rank %d: another call (a collective "
+                            "or cohort_comm_split) is still running on this communicator in "
+                            "another thread; calls on one communicator must not overlap: give "
+                            "each thread a communicator of its own (cohort_comm_split)", fn,
+                            comm->rank);
+    return COHORT_SUCCESS;
+}
+
+void cohort_comm_release(cohort_comm_t *comm) { atomic_store(&comm->busy, 0); }
+
 /* ---- services for algorithms ------------------------------------------------------------ */
 
 void *cohort_coll_scratch(cohort_comm_t *comm, int slot, size_t bytes)
@@ -134,12 +147,14 @@ static cohort_status_t read_settings(cohort_comm_t *c)
     c->ring_pos = -1;
     c->timeout_s = 300;
     long chunk = 262144, spin = 200, spin_us = 500;
-    cohort_status_t st = cohort_config_double("COHORT_TIMEOUT", 0.1, 1e7, &c->timeout_s);
-    if (!st) st = cohort_config_long("COHORT_CHUNK_SIZE", 64, 1L << 30, &chunk);
-    if (!st) st = cohort_config_long("COHORT_SPIN", 0, 100000000, &spin);
-    if (!st) st = cohort_config_long("COHORT_SPIN_US", 0, 10000000, &spin_us);
+    /* every setting, including those only transports read: a bad one fails here */
+    cohort_status_t st = cohort_config_check();
+    if (!st) st = cohort_config_table_double("COHORT_TIMEOUT", &c->timeout_s);
+    if (!st) st = cohort_config_table_long("COHORT_CHUNK_SIZE", &chunk);
+    if (!st) st = cohort_config_table_long("COHORT_SPIN", &spin);
+    if (!st) st = cohort_config_table_long("COHORT_SPIN_US", &spin_us);
     c->stall_warn_s = 60;
-    if (!st) st = cohort_config_double("COHORT_STALL_WARN", 0, 1e7, &c->stall_warn_s);
+    if (!st) st = cohort_config_table_double("COHORT_STALL_WARN", &c->stall_warn_s);
     c->fail_peer = -1;
     c->spin_ns = (uint64_t)spin_us * 1000u;
     c->chunk = (size_t)chunk;
@@ -150,7 +165,9 @@ static cohort_status_t read_settings(cohort_comm_t *c)
     return st;
 }
 
-static void fill_card(card_t *card, cohort_comm_t *c, int member, int64_t key)
+/* detail: the place and interfaces too (not for a rank whose settings are bad: they would
+ * consult them again, log the same error again and overwrite its message). */
+static void fill_card(card_t *card, cohort_comm_t *c, int member, int64_t key, int detail)
 {
     memset(card, 0, sizeof *card);
     card->magic = CARD_MAGIC;
@@ -172,7 +189,7 @@ static void fill_card(card_t *card, cohort_comm_t *c, int member, int64_t key)
         if (hl < sizeof card->hostname - 2)
             snprintf(card->hostname + hl, sizeof card->hostname - hl, ":%s", hid);
     }
-    if (!member) return;
+    if (!member || !detail) return;
     cohort_node_boot_id(card->bootid, sizeof card->bootid);
     cpu_set_t cpus;
     if (sched_getaffinity(0, sizeof cpus, &cpus) == 0)
@@ -607,7 +624,7 @@ static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_
     /* Round 1: who is in which communicator, with which key. Our rank in the new communicator
      * is only known after it, and endpoints need it: they are opened for round 2. */
     if (member) st = read_settings(c);
-    fill_card(mine, c, member, key);
+    fill_card(mine, c, member, key, !st);
     mine->world_rank = boot->world_rank;
     if (st) {
         mine->status = st;
@@ -870,7 +887,7 @@ cohort_status_t cohort_comm_init(cohort_comm_t **comm)
     cohort_plugin_set_secret(id.secret, id.secretlen);
     snprintf(g_job_id, sizeof g_job_id, "%s", id.job_id);
     double timeout_s = 300;
-    if ((st = cohort_config_double("COHORT_TIMEOUT", 0.1, 1e7, &timeout_s))) return st;
+    if ((st = cohort_config_table_double("COHORT_TIMEOUT", &timeout_s))) return st;
     cohort_bootstrap_t *boot = NULL;
     cohort_rdv_server_t *server = NULL;
     if (id.nranks > 1) {
@@ -936,11 +953,15 @@ cohort_status_t cohort_comm_init_oob(int rank, int nranks, cohort_oob_allgather_
 {
     if (!comm) return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_init_oob: comm is NULL");
     *comm = NULL;
-    if (nranks < 1 || rank < 0 || rank >= nranks)
+    if (nranks < 1)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_init_oob: nranks %d must be at "
+                            "least 1", nranks);
+    if (rank < 0 || rank >= nranks)
         return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_init_oob: rank %d is not in "
                             "[0, nranks=%d)", rank, nranks);
     if (!allgather && nranks > 1)
-        return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_init_oob: allgather is NULL");
+        return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_init_oob: allgather is NULL "
+                            "with nranks %d (only a single rank may pass NULL)", nranks);
     cohort_log_set_rank(rank);
     /* Without a launcher secret, key connections by a fixed derivation: the OOB channel is the
      * caller's, so this only keeps strays out (docs/security.md). */
@@ -971,12 +992,26 @@ cohort_status_t cohort_comm_init_oob(int rank, int nranks, cohort_oob_allgather_
     return st;
 }
 
+static cohort_status_t split_held(cohort_comm_t *comm, int color, int key, cohort_comm_t **out);
+
 cohort_status_t cohort_comm_split(cohort_comm_t *comm, int color, int key, cohort_comm_t **out)
 {
+    if (out) *out = NULL;   /* whatever fails below */
     cohort_status_t st = cohort_comm_check(comm, "cohort_comm_split");
     if (st) return st;
     if (!out) return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_split: out is NULL");
-    *out = NULL;
+    if ((st = cohort_comm_acquire(comm, "cohort_comm_split"))) return st;
+    st = split_held(comm, color, key, out);
+    cohort_comm_release(comm);
+    return st;
+}
+
+static cohort_status_t split_held(cohort_comm_t *comm, int color, int key, cohort_comm_t **out)
+{
+    cohort_status_t st;
+    if (atomic_load(&comm->aborted))
+        return cohort_error(COHORT_ERR_ABORTED, "cohort_comm_split on rank %d: the communicator "
+                            "was aborted", comm->rank);
     if (comm->broken)
         return cohort_error(comm->broken, "cohort_comm_split: the communicator failed earlier "
                             "and cannot be used: %s", comm->broken_msg);
@@ -1029,6 +1064,11 @@ cohort_status_t cohort_comm_destroy(cohort_comm_t *comm)
     if (!comm) return COHORT_SUCCESS;
     cohort_status_t st = cohort_comm_check(comm, "cohort_comm_destroy");
     if (st) return st;
+    if (atomic_load(&comm->busy))
+        return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_destroy on rank %d: a collective "
+                            "or cohort_comm_split is still running on this communicator in "
+                            "another thread; wait for it to return (cohort_comm_abort makes it "
+                            "return at once), then destroy", comm->rank);
     cohort_comm_destroy(comm->hier_node);
     cohort_comm_destroy(comm->hier_cross);
     if (comm->owns_ctl) cohort_jobctl_detach();
@@ -1053,20 +1093,49 @@ cohort_status_t cohort_comm_destroy(cohort_comm_t *comm)
     return COHORT_SUCCESS;
 }
 
-int cohort_comm_rank(const cohort_comm_t *comm) { return comm ? comm->rank : -1; }
-int cohort_comm_size(const cohort_comm_t *comm) { return comm ? comm->nranks : -1; }
-int cohort_comm_local_rank(const cohort_comm_t *comm) { return comm ? comm->local_rank : -1; }
-int cohort_comm_local_size(const cohort_comm_t *comm) { return comm ? comm->local_size : -1; }
-int cohort_comm_node_count(const cohort_comm_t *comm) { return comm ? comm->node_count : -1; }
+/* The queries: -1 ("none", NULL) for a handle that is not a live communicator, with
+ * cohort_last_error() saying why. */
+static int query(const cohort_comm_t *comm, const char *fn)
+{
+    return cohort_comm_check(comm, fn) == COHORT_SUCCESS;
+}
+
+int cohort_comm_rank(const cohort_comm_t *comm)
+{
+    return query(comm, "cohort_comm_rank") ? comm->rank : -1;
+}
+int cohort_comm_size(const cohort_comm_t *comm)
+{
+    return query(comm, "cohort_comm_size") ? comm->nranks : -1;
+}
+int cohort_comm_local_rank(const cohort_comm_t *comm)
+{
+    return query(comm, "cohort_comm_local_rank") ? comm->local_rank : -1;
+}
+int cohort_comm_local_size(const cohort_comm_t *comm)
+{
+    return query(comm, "cohort_comm_local_size") ? comm->local_size : -1;
+}
+int cohort_comm_node_count(const cohort_comm_t *comm)
+{
+    return query(comm, "cohort_comm_node_count") ? comm->node_count : -1;
+}
 
 const char *cohort_comm_last_algo(const cohort_comm_t *comm)
 {
-    return comm && comm->last_algo ? comm->last_algo : "none";
+    if (!query(comm, "cohort_comm_last_algo")) return "none";
+    return comm->last_algo ? comm->last_algo : "none";
 }
 
 const char *cohort_comm_peer_transport(const cohort_comm_t *comm, int peer)
 {
-    if (!comm || peer < 0 || peer >= comm->nranks || !comm->peers) return NULL;
+    if (!query(comm, "cohort_comm_peer_transport")) return NULL;
+    if (peer < 0 || peer >= comm->nranks) {
+        cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_peer_transport: peer %d is not a rank "
+                     "of this communicator (size %d)", peer, comm->nranks);
+        return NULL;
+    }
+    if (!comm->peers) return NULL;
     int p = comm->peers[peer].plugin;
     return p < 0 ? NULL : comm->plugins[p]->name;
 }

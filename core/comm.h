@@ -69,6 +69,8 @@ struct cohort_comm {
     double stall_warn_s;                 /* COHORT_STALL_WARN (0: off) */
     char abort_line[160];                /* logged by cohort_comm_abort with write(2) */
     atomic_int aborted;
+    atomic_int busy;                     /* a collective or split is running on it (calls on one
+                                            communicator must not overlap: refused, not raced) */
     cohort_status_t broken;              /* non-zero after a failed collective */
     char broken_msg[512];
 };
@@ -78,5 +80,15 @@ const char *cohort_comm_desc(cohort_comm_t *comm);
 
 /* Validates a communicator handle from the user (NULL, destroyed). */
 cohort_status_t cohort_comm_check(const cohort_comm_t *comm, const char *fn);
+
+/* Marks comm busy for a call of fn (a collective, a split); COHORT_ERR_INVALID_ARG if another
+ * call holds it. Pair with cohort_comm_release. */
+cohort_status_t cohort_comm_acquire(cohort_comm_t *comm, const char *fn);
+void cohort_comm_release(cohort_comm_t *comm);
+
+/* cohort_allgather for the core's own exchanges over comm (split's bootstrap): the caller already
+ * holds comm (or owns it alone), so the busy mark is neither checked nor taken. */
+cohort_status_t cohort_comm_allgather_held(cohort_comm_t *comm, const void *sendbuf,
+                                           void *recvbuf, size_t sendcount, cohort_dtype_t dtype);
 
 #endif

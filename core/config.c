@@ -5,72 +5,98 @@
 #include "core/parse.h"
 
 #include <ctype.h>
-#include <pthread.h>
+#include <errno.h>
 #include <stdarg.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* Ranges and grammars are the ones the readers enforce (core/comm.c, core/log.c, the tcp and shm
+ * transports, ...): cohort_config_check runs them all at every communicator's creation, so that a
+ * bad value fails there even when nothing would read it (a single rank loads no transport). */
+#define NUM(lo, hi) COHORT_SET_LONG, (lo), (hi), NULL
+#define REAL(lo, hi) COHORT_SET_DOUBLE, (lo), (hi), NULL
+#define TEXT(max) COHORT_SET_TEXT, 0, (max), NULL
+#define WORDS(w) COHORT_SET_WORD, 0, 0, (w)
+#define SPECIAL COHORT_SET_SPECIAL, 0, 0, NULL
 static const cohort_setting_t settings[] = {
     { "COHORT_TRANSPORTS", NULL,
-      "transports to use, in preference order (shm,tcp), or ^name,... to exclude; default: all" },
+      "transports to use, in preference order (shm,tcp), or ^name,... to exclude; default: all",
+      SPECIAL },
     { "COHORT_PLUGIN_PATH", NULL,
-      "':'-separated directories searched for libcohort-<name>.so before the install directory" },
+      "':'-separated directories searched for libcohort-<name>.so before the install directory",
+      SPECIAL },
     { "COHORT_SOCKET_IFNAME", NULL,
-      "interfaces for sockets: prefixes (eth,ib), =exact, ^ to exclude, or CIDR (10.0.0.0/8)" },
-    { "COHORT_SOCKET_NSOCKS", "2", "TCP sockets per peer; large messages are striped over them" },
+      "interfaces for sockets: prefixes (eth,ib), =exact, ^ to exclude, or CIDR (10.0.0.0/8)",
+      SPECIAL },
+    { "COHORT_SOCKET_NSOCKS", "2", "TCP sockets per peer (1 to 16); large messages are striped "
+      "over them", NUM(1, 16) },
     { "COHORT_SHM_SEGMENT_SIZE", "1048576",
-      "shm: bytes of shared memory per connection (both directions), 64 KiB to 1 GiB" },
+      "shm: bytes of shared memory per connection (both directions), 64 KiB to 1 GiB",
+      NUM(65536, 1073741824) },
     { "COHORT_SHM_EAGER_LIMIT", "65536",
-      "shm: messages up to this size go through the shared ring, larger ones single-copy (CMA)" },
+      "shm: messages up to this size go through the shared ring, larger ones single-copy (CMA)",
+      NUM(0, 4611686018427387904.0) },
     { "COHORT_SHM_CMA", "1",
       "shm: 1 uses process_vm_readv for large messages when permitted; 0 copies through shared "
-      "memory" },
+      "memory", NUM(0, 1) },
     { "COHORT_SHM_COLL_CHUNK", "262144",
       "shm: bytes per round of the node collectives (rank 0's value is used), 4 KiB to 64 MiB; "
-      "0: no node collectives (point-to-point algorithms instead)" },
+      "0: no node collectives (point-to-point algorithms instead)", SPECIAL },
     { "COHORT_ALGO", NULL, "force algorithms, e.g. allreduce:ring;broadcast:tree; 'shm' names "
-      "the shm transport's node collectives" },
-    { "COHORT_CHUNK_SIZE", "262144", "pipeline chunk size in bytes for ring and chain algorithms" },
+      "the shm transport's node collectives", SPECIAL },
+    { "COHORT_CHUNK_SIZE", "262144", "pipeline chunk size in bytes for ring and chain algorithms "
+      "(64 to 1 GiB)", NUM(64, 1073741824) },
     { "COHORT_SPIN", "200",
       "polls a waiting rank makes before it sleeps in poll() (0: sleep at once); when ranks "
-      "outnumber cores every fruitless poll also yields the core" },
+      "outnumber cores every fruitless poll also yields the core", NUM(0, 100000000) },
     { "COHORT_SPIN_US", "500",
       "and microseconds it keeps polling before it sleeps, when every local rank has a core "
-      "(waking a sleeping vCPU costs 20-50 us here); ignored when ranks outnumber cores" },
+      "(waking a sleeping vCPU costs 20-50 us here); ignored when ranks outnumber cores",
+      NUM(0, 10000000) },
     { "COHORT_TIMEOUT", "300",
-      "seconds a blocking wait (bootstrap, connection, collective) may stall before it fails" },
+      "seconds a blocking wait (bootstrap, connection, collective) may stall before it fails",
+      REAL(0.1, 1e7) },
     { "COHORT_STALL_WARN", "60",
       "seconds without progress in a collective before the stall is reported: each stuck rank "
       "tells the job's rendezvous, which logs one report naming the ranks that did not join "
-      "(0: off)" },
-    { "COHORT_DEBUG", "WARN", "log level: NONE, WARN, INFO, TRACE" },
+      "(0: off)", REAL(0, 1e7) },
+    { "COHORT_DEBUG", "WARN", "log level: NONE, WARN, INFO, TRACE",
+      WORDS("NONE|OFF|WARN|INFO|TRACE") },
     { "COHORT_DEBUG_SUBSYS", "ALL",
-      "log subsystems to show (init,boot,plugin,net,coll,error), or ^list to hide some" },
+      "log subsystems to show (init,boot,plugin,net,shm,topo,coll,error), or ^list to hide some",
+      SPECIAL },
     { "COHORT_RENDEZVOUS", NULL,
-      "tcp://host:port where ranks meet (rank 0 hosts it unless cohortrun does), or file://dir" },
-    { "COHORT_JOB_ID", NULL, "job identity; set by cohortrun, else derived from the launcher" },
+      "tcp://host:port where ranks meet (rank 0 hosts it unless cohortrun does), or file://dir",
+      SPECIAL },
+    { "COHORT_JOB_ID", NULL, "job identity; set by cohortrun, else derived from the launcher",
+      TEXT(63) },
     { "COHORT_SECRET", NULL,
       "per-job secret keying the HMAC on every connection; set by cohortrun, else derived from "
-      "the job id (weaker: see docs/security.md)" },
-    { "COHORT_RANK", NULL, "this process's rank (set by cohortrun)" },
-    { "COHORT_SIZE", NULL, "number of ranks (set by cohortrun)" },
-    { "COHORT_LOCAL_RANK", NULL, "rank among this node's ranks (set by cohortrun)" },
-    { "COHORT_LOCAL_SIZE", NULL, "ranks on this node (set by cohortrun)" },
-    { "COHORT_HOSTID", NULL, "overrides the node identity (hostname + boot id) used to group ranks" },
+      "the job id (weaker: see docs/security.md)", TEXT(0) },
+    { "COHORT_RANK", NULL, "this process's rank (set by cohortrun)", NUM(0, 1 << 24) },
+    { "COHORT_SIZE", NULL, "number of ranks (set by cohortrun)", NUM(1, 1 << 24) },
+    { "COHORT_LOCAL_RANK", NULL, "rank among this node's ranks (set by cohortrun)",
+      NUM(0, 1 << 24) },
+    { "COHORT_LOCAL_SIZE", NULL, "ranks on this node (set by cohortrun)", NUM(1, 1 << 24) },
+    { "COHORT_HOSTID", NULL, "overrides the node identity (hostname + boot id) used to group "
+      "ranks (at most 127 characters)", TEXT(127) },
     { "COHORT_TOPO_FILE", NULL,
-      "hwloc XML file read instead of discovering this machine (tests, odd machines)" },
+      "hwloc XML file read instead of discovering this machine (tests, odd machines)", SPECIAL },
     { "COHORT_TOPO_DUMP", NULL,
       "file that rank 0 writes at communicator creation: the machine, node groups, rings and "
-      "the interface each rank chose" },
+      "the interface each rank chose", TEXT(0) },
     { "COHORT_HIERARCHICAL", "auto",
       "hierarchical collectives (node shm + across nodes): auto (when every node has the same "
-      "number of ranks, 2 or more, over 2 or more nodes), 1 (force), 0 (flat rings)" },
+      "number of ranks, 2 or more, over 2 or more nodes), 1 (force), 0 (flat rings)", SPECIAL },
     { "COHORT_SOCKET_PROBE_MS", "1000",
       "tcp: milliseconds to wait for a peer's interface to answer the reachability probe at "
-      "start-up (without COHORT_SOCKET_IFNAME every candidate interface is probed)" },
+      "start-up (without COHORT_SOCKET_IFNAME every candidate interface is probed), 1 to 600000",
+      NUM(1, 600000) },
     { "COHORT_CONF", NULL, "settings file read after the environment (default ./cohort.conf, "
-      "then /etc/cohort.conf)" },
+      "then /etc/cohort.conf); a line that is not NAME = value or names no setting is an error",
+      TEXT(0) },
 };
 
 #define NSETTINGS (sizeof settings / sizeof settings[0])
@@ -81,16 +107,27 @@ const cohort_setting_t *cohort_settings(size_t *count)
     return settings;
 }
 
+const cohort_setting_t *cohort_setting_find(const char *name)
+{
+    for (size_t i = 0; name && i < NSETTINGS; i++)
+        if (!strcmp(settings[i].name, name)) return &settings[i];
+    return NULL;
+}
+
+/* The settings file, read once (cohort_config_reset reads it again). Its problems are kept, not
+ * logged: the logger reads its own settings through here, under file_lock, and cohort_error
+ * logs; they are raised by cohort_config_file_status, i.e. at every communicator's creation. */
 static pthread_mutex_t file_lock = PTHREAD_MUTEX_INITIALIZER;
 static int file_loaded;
 static char file_path[1024];
 static char *file_values[NSETTINGS];
+static int file_lines[NSETTINGS];
+static char file_problem[1200];     /* "" or the first problem, a whole message */
 
 static int setting_index(const char *name)
 {
-    for (size_t i = 0; i < NSETTINGS; i++)
-        if (!strcmp(settings[i].name, name)) return (int)i;
-    return -1;
+    const cohort_setting_t *s = cohort_setting_find(name);
+    return s ? (int)(s - settings) : -1;
 }
 
 static char *trim(char *s)
@@ -101,67 +138,41 @@ static char *trim(char *s)
     return s;
 }
 
-/* Warnings about the file, gathered while file_lock is held and logged once it is released:
- * logging reads settings itself (COHORT_DEBUG may come from this very file), so a warning
- * logged under the lock deadlocked the first reader of a file with a bad line. */
-typedef struct warn_buf {
-    char *text;   /* messages, each ending in '\n' */
-    size_t len;
-} warn_buf_t;
-
-static void warn_add(warn_buf_t *w, const char *fmt, ...) COHORT_PRINTF(2, 3);
-static void warn_add(warn_buf_t *w, const char *fmt, ...)
+/* Printable copy of a line for a message (at most 96 characters). */
+static const char *shown(const char *s, char out[104])
 {
-    char msg[1200];
+    size_t k = 0;
+    for (; s[k] && k < 96; k++) out[k] = isprint((unsigned char)s[k]) ? s[k] : '?';
+    if (s[k]) {
+        memcpy(out + k, "...", 3);
+        k += 3;
+    }
+    out[k] = '\0';
+    return out;
+}
+
+static void file_problem_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void file_problem_set(const char *fmt, ...)
+{
+    if (file_problem[0]) return;   /* the first one is reported */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vsnprintf(file_problem, sizeof file_problem, fmt, ap);
     va_end(ap);
-    size_t n = strlen(msg);
-    char *t = realloc(w->text, w->len + n + 2);
-    if (!t) return;
-    memcpy(t + w->len, msg, n);
-    t[w->len + n] = '\n';
-    w->len += n + 1;
-    t[w->len] = '\0';
-    w->text = t;
 }
 
-static void warn_flush(warn_buf_t *w)
-{
-    for (char *p = w->text, *nl; p && *p; p = nl + 1) {
-        nl = strchr(p, '\n');
-        *nl = '\0';
-        cohort_log(COHORT_LOG_WARN, "init", "%s", p);
-    }
-    free(w->text);
-}
-
-/* One line of f without its newline: its first COHORT_CONF_LINE_MAX characters in line
- * (NUL-terminated), its whole length in *len, whether it holds a NUL byte in *nul. 0 at the end
- * of the file. */
-static int read_line(FILE *f, char *line, size_t *len, int *nul)
-{
-    int c;
-    *len = 0;
-    *nul = 0;
-    while ((c = getc(f)) != EOF && c != '\n') {
-        if (c == '\0') *nul = 1;
-        if (*len < COHORT_CONF_LINE_MAX) line[*len] = (char)c;
-        (*len)++;
-    }
-    line[*len < COHORT_CONF_LINE_MAX ? *len : COHORT_CONF_LINE_MAX] = '\0';
-    return c != EOF || *len > 0;
-}
-
-static void load_file_locked(warn_buf_t *w)
+static void load_file_locked(void)
 {
     file_loaded = 1;
     const char *path = getenv("COHORT_CONF");
     FILE *f = NULL;
     if (path && *path) {
         f = fopen(path, "r");
-        if (!f) warn_add(w, "COHORT_CONF=%s cannot be opened; ignoring it", path);
+        if (!f) {
+            char q[104];
+            file_problem_set("COHORT_CONF='%s' cannot be opened: %s; point it at a readable "
+                             "settings file or unset it", shown(path, q), strerror(errno));
+        }
     } else {
         static const char *defaults[] = { "cohort.conf", "/etc/cohort.conf" };
         for (size_t i = 0; i < 2 && !f; i++)
@@ -169,51 +180,87 @@ static void load_file_locked(warn_buf_t *w)
     }
     if (!f) return;
     snprintf(file_path, sizeof file_path, "%s", path);
-    char line[COHORT_CONF_LINE_MAX + 1];
-    size_t len;
-    int lineno = 0, nul;
-    while (read_line(f, line, &len, &nul)) {
-        lineno++;
-        if (nul) {
-            warn_add(w, "%s:%d: holds a NUL byte (not a text file?); ignored", file_path, lineno);
-            continue;
-        }
-        if (len > COHORT_CONF_LINE_MAX) {
-            warn_add(w, "%s:%d: longer than %d characters; ignored", file_path, lineno,
-                     COHORT_CONF_LINE_MAX);
+    char line[1024];
+    int lineno = 0, cont = 0;
+    while (fgets(line, sizeof line, f)) {
+        int partial = !strchr(line, '\n') && !feof(f);
+        int was_cont = cont;
+        cont = partial;
+        if (!was_cont) lineno++;
+        if (partial || was_cont) {
+            if (!was_cont)
+                file_problem_set("%s:%d: the line is longer than %zu characters", file_path,
+                                 lineno, sizeof line - 2);
             continue;
         }
         char *hash = strchr(line, '#');
         if (hash) *hash = '\0';
-        char *s = trim(line);
+        char *s = trim(line), q[104];
         if (!*s) continue;
         char *eq = strchr(s, '=');
         if (!eq) {
-            warn_add(w, "%s:%d: '%s' is not NAME = value; ignored", file_path, lineno, s);
+            file_problem_set("%s:%d: '%s' is not NAME = value", file_path, lineno, shown(s, q));
             continue;
         }
         *eq = '\0';
         char *name = trim(s), *value = trim(eq + 1);
         int idx = setting_index(name);
-        if (idx < 0) {
-            warn_add(w, "%s:%d: unknown setting '%s' (cohort-info lists them); ignored",
-                     file_path, lineno, name);
+        if (idx < 0 || !strcmp(name, "COHORT_CONF")) {
+            file_problem_set("%s:%d: '%s' is not a setting %s", file_path, lineno,
+                             shown(name, q), idx < 0 ? "(cohort-info --settings lists them)"
+                             : "a settings file can hold (set COHORT_CONF in the environment)");
             continue;
         }
-        free(file_values[idx]);
+        if (file_values[idx]) {
+            file_problem_set("%s:%d: %s is set a second time (first on line %d)", file_path,
+                             lineno, name, file_lines[idx]);
+            continue;
+        }
         file_values[idx] = strdup(value);
+        file_lines[idx] = lineno;
+        if (!file_values[idx])
+            file_problem_set("%s:%d: out of memory for the value of %s", file_path, lineno, name);
     }
+    if (ferror(f)) file_problem_set("%s: read error: %s", file_path, strerror(errno));
     fclose(f);
+}
+
+static void ensure_loaded(void)
+{
+    pthread_mutex_lock(&file_lock);
+    if (!file_loaded) load_file_locked();
+    pthread_mutex_unlock(&file_lock);
 }
 
 static const char *file_value(int idx)
 {
-    warn_buf_t w = { NULL, 0 };
     pthread_mutex_lock(&file_lock);
-    if (!file_loaded) load_file_locked(&w);
+    if (!file_loaded) load_file_locked();
     const char *v = file_values[idx];
     pthread_mutex_unlock(&file_lock);
-    warn_flush(&w);
+    return v;
+}
+
+cohort_status_t cohort_config_file_status(void)
+{
+    char msg[sizeof file_problem];
+    ensure_loaded();
+    pthread_mutex_lock(&file_lock);
+    memcpy(msg, file_problem, sizeof msg);
+    pthread_mutex_unlock(&file_lock);
+    return msg[0] ? cohort_error(COHORT_ERR_INVALID_ARG, "%s", msg) : COHORT_SUCCESS;
+}
+
+const char *cohort_config_file_value(const char *name, int *line, const char **path)
+{
+    int idx = setting_index(name);
+    if (idx < 0 || !strcmp(name, "COHORT_CONF")) return NULL;
+    ensure_loaded();
+    pthread_mutex_lock(&file_lock);
+    const char *v = file_values[idx];
+    if (line) *line = file_lines[idx];
+    if (path) *path = file_path;
+    pthread_mutex_unlock(&file_lock);
     return v;
 }
 
@@ -223,9 +270,11 @@ void cohort_config_reset(void)
     for (size_t i = 0; i < NSETTINGS; i++) {
         free(file_values[i]);
         file_values[i] = NULL;
+        file_lines[i] = 0;
     }
     file_loaded = 0;
     file_path[0] = '\0';
+    file_problem[0] = '\0';
     pthread_mutex_unlock(&file_lock);
 }
 
@@ -267,4 +316,22 @@ cohort_status_t cohort_config_double(const char *name, double min, double max, d
     const char *v = cohort_config_get(name);
     if (!v) return COHORT_SUCCESS;
     return cohort_parse_double(name, v, min, max, value);
+}
+
+cohort_status_t cohort_config_table_long(const char *name, long *value)
+{
+    const cohort_setting_t *s = cohort_setting_find(name);
+    if (!s || s->kind != COHORT_SET_LONG)
+        return cohort_error(COHORT_ERR_INTERNAL, "%s is not a numeric setting of the table; "
+                            "this is a bug in cohort, please report it", name);
+    return cohort_config_long(name, (long)s->min, (long)s->max, value);
+}
+
+cohort_status_t cohort_config_table_double(const char *name, double *value)
+{
+    const cohort_setting_t *s = cohort_setting_find(name);
+    if (!s || s->kind != COHORT_SET_DOUBLE)
+        return cohort_error(COHORT_ERR_INTERNAL, "%s is not a real-valued setting of the table; "
+                            "this is a bug in cohort, please report it", name);
+    return cohort_config_double(name, s->min, s->max, value);
 }

@@ -1,6 +1,6 @@
 /* The one settings table. Every COHORT_* variable the project reads is listed in config.c with
- * its default and a line of help; cohort-info prints the table. Values come from the
- * environment, then from a cohort.conf file (COHORT_CONF, else ./cohort.conf, else
+ * its default, a line of help and what a valid value is; cohort-info prints the table. Values
+ * come from the environment, then from a cohort.conf file (COHORT_CONF, else ./cohort.conf, else
  * /etc/cohort.conf; lines `NAME = value`, # comments), then the default. */
 #ifndef COHORT_CORE_CONFIG_H
 #define COHORT_CORE_CONFIG_H
@@ -8,25 +8,50 @@
 #include <stddef.h>
 #include "cohort/cohort.h"
 
-/* Longest cohort.conf line read (characters before the newline); longer lines, and lines
- * holding a NUL byte, are ignored with a warning. */
-#define COHORT_CONF_LINE_MAX 4096
+/* What a valid value of a setting is (checked by cohort_config_check, core/config_check.c). */
+typedef enum {
+    COHORT_SET_TEXT,      /* any text; max > 0: at most max characters */
+    COHORT_SET_LONG,      /* a whole number in [min, max] */
+    COHORT_SET_DOUBLE,    /* a number in [min, max] */
+    COHORT_SET_WORD,      /* one of `words` ("a|b|c"), any case */
+    COHORT_SET_SPECIAL    /* a grammar of its own, checked by its own parser */
+} cohort_setting_kind_t;
 
 typedef struct cohort_setting {
     const char *name;
     const char *def;      /* NULL: unset by default */
     const char *help;
+    cohort_setting_kind_t kind;
+    double min, max;      /* COHORT_SET_LONG/DOUBLE: the range; COHORT_SET_TEXT: max length */
+    const char *words;    /* COHORT_SET_WORD */
 } cohort_setting_t;
 
 const cohort_setting_t *cohort_settings(size_t *count);
+/* The table's entry for name, NULL if it has none. */
+const cohort_setting_t *cohort_setting_find(const char *name);
 /* Value or NULL. The pointer stays valid for the life of the process. */
 const char *cohort_config_get(const char *name);
 /* Where the value came from: "env", "file <path>", "default", or "unset". */
 const char *cohort_config_source(const char *name);
+/* The settings file's value of name whether or not the environment overrides it (NULL: the file
+ * does not set it), its line and the file's path. */
+const char *cohort_config_file_value(const char *name, int *line, const char **path);
+/* The settings file's own problems: COHORT_CONF naming a file that cannot be read, a line that
+ * is not NAME = value, a name that is not a setting. COHORT_ERR_INVALID_ARG with a message
+ * naming the file, the line and its text (the first problem); COHORT_SUCCESS when none. */
+cohort_status_t cohort_config_file_status(void);
 /* Integer/real settings: junk, overflow or out-of-range values give COHORT_ERR_INVALID_ARG with a
  * message naming the variable and the text. Unset (no env, file or default): *value unchanged. */
 cohort_status_t cohort_config_long(const char *name, long min, long max, long *value);
 cohort_status_t cohort_config_double(const char *name, double min, double max, double *value);
+/* The same, in the range the table gives name. */
+cohort_status_t cohort_config_table_long(const char *name, long *value);
+cohort_status_t cohort_config_table_double(const char *name, double *value);
+/* Every setting against the table (and the settings file's own problems): the first bad one is
+ * COHORT_ERR_INVALID_ARG with a message naming the variable, its text and, when the value came
+ * from the settings file, the file and line. Run at every communicator's creation
+ * (core/config_check.c: it consults the interfaces, the plugin search path and the topology). */
+cohort_status_t cohort_config_check(void);
 /* Drop cached file values (tests). */
 void cohort_config_reset(void);
 

@@ -21,6 +21,7 @@
 #define CAUSE_WAIT_MS 300     /* after a failure: how long to wait for the job's first one */
 #define NOTE_WAIT_MS 1000     /* after a mismatch: how long to wait for the peer's account */
 #define MAX_NOTES 16
+#define LOCAL_DEFER_MS 1000   /* a timeout waiting on a rank of the same node: see below */
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;   /* the client and the state below */
 static atomic_flag wlock = ATOMIC_FLAG_INIT;             /* one writer on the socket at a time */
@@ -286,6 +287,12 @@ cohort_status_t cohort_jobctl_failure(cohort_comm_t *comm, cohort_status_t st, i
     }
     int about = peer >= 0 && peer < comm->nranks ? comm->world_of[peer] : -1;
     g_waiting = comm;
+    /* A rank that timed out waiting on a rank of its own node is most likely at the end of a
+     * chain of waits (its node peer waits across the network in turn): it lets the rank nearer
+     * to the cause speak first. */
+    if (st == COHORT_ERR_TIMEOUT && about >= 0 && comm->node_of &&
+        comm->node_of[peer] == comm->node_of[comm->rank])
+        wait_for(comm, LOCAL_DEFER_MS, has_failure, 0);
     if (!failure_for(comm)) {
         snprintf(g_sent, sizeof g_sent, "%.900s", own);
         send_locked(COHORT_RDV_NOTICE, comm->comm_id, about, st, g_sent);

@@ -94,7 +94,11 @@ out:
 
 cohort_status_t cohort_job_hier_mode(int *mode)
 {
-    const char *v = cohort_config_get("COHORT_HIERARCHICAL");
+    return cohort_job_hier_parse(cohort_config_get("COHORT_HIERARCHICAL"), mode);
+}
+
+cohort_status_t cohort_job_hier_parse(const char *v, int *mode)
+{
     if (!v || !strcmp(v, "auto")) *mode = COHORT_HIER_AUTO;
     else if (!strcmp(v, "1")) *mode = COHORT_HIER_FORCE;
     else if (!strcmp(v, "0")) *mode = COHORT_HIER_OFF;

@@ -33,6 +33,8 @@ typedef struct cohort_job_rank {
 /* Hierarchy modes (COHORT_HIERARCHICAL). */
 enum { COHORT_HIER_OFF = 0, COHORT_HIER_FORCE = 1, COHORT_HIER_AUTO = 2 };
 cohort_status_t cohort_job_hier_mode(int *mode);
+/* The same for a given text (NULL: auto). */
+cohort_status_t cohort_job_hier_parse(const char *text, int *mode);
 
 /* Writes the COHORT_TOPO_DUMP report to path: the machine seen by this rank, every rank's place
  * and interface, the node groups, the ring and the hierarchical plan (plan: a line of text). */

@@ -12,7 +12,7 @@ coll_sources = \
 lib_LTLIBRARIES += libcohort.la
 libcohort_la_SOURCES = \
 	core/log.c core/log.h \
-	core/config.c core/config.h \
+	core/config.c core/config.h core/config_check.c \
 	core/parse.c core/parse.h \
 	core/hmac.c core/hmac.h \
 	core/reduce.c core/reduce.h \

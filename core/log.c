@@ -24,7 +24,7 @@ int cohort_error_log_level(int level)
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static int log_level = -1;            /* -1: not read yet */
 static char log_subsys[256];          /* "" = all; else comma list, leading ^ excludes */
-static int log_rank = -1;
+static _Atomic int log_rank = -1;    /* set by every communicator creation, from any thread */
 static char log_host[64];
 
 static void log_init_locked(const char *lv, const char *ss)
@@ -94,7 +94,8 @@ void cohort_vlog(int level, const char *subsys, const char *fmt, va_list ap)
     char msg[MSG_MAX];
     vsnprintf(msg, sizeof msg, fmt, ap);
     char rank[16] = "";
-    if (log_rank >= 0) snprintf(rank, sizeof rank, " [%d]", log_rank);
+    int lr = log_rank;
+    if (lr >= 0) snprintf(rank, sizeof rank, " [%d]", lr);
     /* One write per line so lines from threads and ranks never interleave mid-line. */
     char line[MSG_MAX + 160];
     int len = snprintf(line, sizeof line, "%s:%d%s cohort %s %s: %s\n", log_host, (int)getpid(),

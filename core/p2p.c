@@ -146,6 +146,11 @@ static void pending_text(cohort_comm_t *comm, cohort_preq_t *reqs, int n, char *
 
 static cohort_status_t timeout_error(cohort_comm_t *comm, cohort_preq_t *reqs, int n)
 {
+    for (int i = 0; i < n; i++)
+        if (!reqs[i].done) {
+            comm->fail_peer = reqs[i].peer;
+            break;
+        }
     char who[512];
     pending_text(comm, reqs, n, who, sizeof who);
     return cohort_error(COHORT_ERR_TIMEOUT, "rank %d: %s stalled for %.0f s waiting on: %s. "

@@ -161,9 +161,16 @@ cohort_status_t cohort_parse_long(const char *what, const char *text, long min, 
     case SCAN_OK:
         return COHORT_SUCCESS;
     case SCAN_RANGE:
+        if (min == LONG_MIN && max == LONG_MAX)
+            return cohort_error(COHORT_ERR_INVALID_ARG, "%s: '%s' is out of range: expected a "
+                                "whole number of at most %d digits", what, quote(s, q),
+                                (int)sizeof "9223372036854775807" - 1);
         return cohort_error(COHORT_ERR_INVALID_ARG, "%s: '%s' is out of range: expected a whole "
                             "number in [%ld, %ld]", what, quote(s, q), min, max);
     default:
+        if (min == LONG_MIN && max == LONG_MAX)
+            return cohort_error(COHORT_ERR_INVALID_ARG, "%s: '%s' is not a whole number", what,
+                                quote(s, q));
         return cohort_error(COHORT_ERR_INVALID_ARG, "%s: '%s' is not a number in [%ld, %ld]",
                             what, quote(s, q), min, max);
     }

@@ -27,14 +27,19 @@
 
 /* ---- host table ------------------------------------------------------------------------- */
 
+/* Set by every communicator creation, possibly from several threads at once (one process may
+ * hold several ranks' communicators); read by the transports' handshakes. */
+static pthread_mutex_t secret_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned char job_secret[64];
 static size_t job_secret_len;
 
 void cohort_plugin_set_secret(const void *secret, size_t len)
 {
     if (len > sizeof job_secret) len = sizeof job_secret;
+    pthread_mutex_lock(&secret_lock);
     memcpy(job_secret, secret, len);
     job_secret_len = len;
+    pthread_mutex_unlock(&secret_lock);
 }
 
 static void host_log(int level, const char *subsys, const char *fmt, ...)
@@ -54,14 +59,23 @@ static cohort_status_t host_error(cohort_status_t status, const char *fmt, ...)
     return status;
 }
 
+/* In the table's range when the table has the setting (the message then says what is valid);
+ * a plugin's own settings are any whole number, the plugin checks its range. */
 static cohort_status_t host_setting_long(const char *name, long *value)
 {
+    const cohort_setting_t *s = cohort_setting_find(name);
+    if (s && s->kind == COHORT_SET_LONG) return cohort_config_table_long(name, value);
     return cohort_config_long(name, LONG_MIN, LONG_MAX, value);
 }
 
 static void host_auth(const void *data, size_t len, unsigned char out[32])
 {
-    cohort_hmac_sha256(job_secret, job_secret_len, data, len, out);
+    unsigned char key[sizeof job_secret];
+    pthread_mutex_lock(&secret_lock);
+    size_t klen = job_secret_len;
+    memcpy(key, job_secret, klen);
+    pthread_mutex_unlock(&secret_lock);
+    cohort_hmac_sha256(key, klen, data, len, out);
 }
 
 static const cohort_host_v1_t host_table = {
@@ -299,6 +313,43 @@ static int scan_all(candidate_t *c)
     return n;
 }
 
+/* COHORT_TRANSPORTS names a transport that has no plugin file on the search path. */
+static cohort_status_t missing(cohort_status_t st, const char *name, const candidate_t *cand,
+                               int n)
+{
+    char found[1024] = "", sp[8192];
+    size_t used = 0;
+    for (int j = 0; j < n && used < sizeof found; j++)
+        used += (size_t)snprintf(found + used, sizeof found - used, "%s%s", j ? ", " : "",
+                                 cand[j].name);
+    cohort_plugins_search_path(sp, sizeof sp);
+    return cohort_error(st, "COHORT_TRANSPORTS names '%s' but no libcohort-%s.so was found in "
+                        "%s (found: %s)", name, name, sp, n ? found : "none");
+}
+
+cohort_status_t cohort_plugins_check_names(const cohort_transport_list_t *list)
+{
+    if (!list->count || list->exclude) return COHORT_SUCCESS;
+    candidate_t *cand = malloc(MAX_CANDIDATES * sizeof *cand);
+    if (!cand) return cohort_error(COHORT_ERR_NO_MEMORY, "no memory to scan for plugins");
+    int n = scan_all(cand);
+    cohort_status_t st = COHORT_SUCCESS;
+    for (int i = 0; i < list->count && !st; i++)
+        if (find_candidate(cand, n, list->names[i]) < 0)
+            st = missing(COHORT_ERR_INVALID_ARG, list->names[i], cand, n);
+    free(cand);
+    return st;
+}
+
+int cohort_plugins_exists(const char *name)
+{
+    candidate_t *cand = malloc(MAX_CANDIDATES * sizeof *cand);
+    if (!cand) return 0;
+    int found = find_candidate(cand, scan_all(cand), name) >= 0;
+    free(cand);
+    return found;
+}
+
 /* One line per candidate: WARN when a plugin file is broken (wrong ABI, missing symbol, failed
  * init), INFO when it was loaded, filtered out, or is unavailable on this machine. */
 static void report(const candidate_t *c, int loaded_ok, const char *why, int level)
@@ -337,17 +388,7 @@ static cohort_status_t load_all(int keep)
     if (list.count && !list.exclude) {
         for (int i = 0; i < list.count; i++) {
             int idx = find_candidate(cand, n, list.names[i]);
-            if (idx < 0) {
-                char found[1024] = "", sp[8192];
-                size_t used = 0;
-                for (int j = 0; j < n; j++)
-                    used += (size_t)snprintf(found + used, sizeof found - used, "%s%s",
-                                             j ? ", " : "", cand[j].name);
-                cohort_plugins_search_path(sp, sizeof sp);
-                return cohort_error(COHORT_ERR_PLUGIN, "COHORT_TRANSPORTS names '%s' but no "
-                                    "libcohort-%s.so was found in %s (found: %s)",
-                                    list.names[i], list.names[i], sp, n ? found : "none");
-            }
+            if (idx < 0) return missing(COHORT_ERR_PLUGIN, list.names[i], cand, n);
             order[norder++] = idx;
         }
         for (int j = 0; j < n; j++) {

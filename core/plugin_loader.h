@@ -10,6 +10,7 @@
 
 #include <limits.h>
 #include "cohort/plugin.h"
+#include "core/parse.h"
 
 typedef struct cohort_plugin {
     char name[32];
@@ -51,5 +52,10 @@ cohort_status_t cohort_plugins_scan(void);
 void cohort_plugins_release(void);
 /* Directories searched, ':'-separated, into buf. */
 void cohort_plugins_search_path(char *buf, size_t len);
+/* Whether the search path holds a plugin file for name (libcohort-<name>.so); loads nothing. */
+int cohort_plugins_exists(const char *name);
+/* COHORT_TRANSPORTS' allow list against the search path, loading nothing: COHORT_ERR_INVALID_ARG
+ * naming the first transport without a plugin file, the path and what was found there. */
+cohort_status_t cohort_plugins_check_names(const cohort_transport_list_t *list);
 
 #endif

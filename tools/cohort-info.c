@@ -3,6 +3,7 @@
 #include "cohort/cohort.h"
 #include "cohort/plugin.h"
 #include "core/config.h"
+#include "core/log.h"
 #include "core/netif.h"
 #include "core/parse.h"
 #include "core/plugin_loader.h"
@@ -64,6 +65,12 @@ static void show_settings(void)
         printf("  %-22s = %-14s [%s; default %s]\n      %s\n", s[i].name, v ? v : "(unset)",
                cohort_config_source(s[i].name), s[i].def ? s[i].def : "unset", s[i].help);
     }
+    /* what a communicator's creation would say about them */
+    int old = cohort_error_log_level(COHORT_LOG_NONE);
+    cohort_status_t st = cohort_config_check();
+    cohort_error_log_level(old);
+    if (st) printf("  error: %s (creating a communicator fails with this)\n", cohort_last_error());
+    else printf("  all valid\n");
 }
 
 static int show_interfaces(void)

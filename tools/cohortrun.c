@@ -1398,7 +1398,7 @@ int main(int argc, char **argv)
     /* the same reading and range as the library's (core/comm.c) */
     double rdv_timeout = 300;
     quiet_begin();
-    cohort_status_t st = cohort_config_double("COHORT_TIMEOUT", 0.1, 1e7, &rdv_timeout);
+    cohort_status_t st = cohort_config_table_double("COHORT_TIMEOUT", &rdv_timeout);
     quiet_end();
     if (st) usage_error("%s", cohort_last_error());
 

@@ -18,6 +18,11 @@
  *
  * Out of place: the first combination writes own(sendbuf) OP received into recvbuf; extra ranks
  * send straight from sendbuf and receive the result into recvbuf. No copy of sendbuf is made.
+ *
+ * Scratch holds the partner's data, so a message larger than a slice (COHORT_COLL_SLICE_CHUNKS
+ * chunks: recursive doubling is chosen for small messages, but COHORT_ALGO=allreduce:rd forces
+ * it at any size) runs as consecutive independent allreduces of slices, and the scratch stays one
+ * slice. Every rank cuts the buffer the same way (same count, element size and chunk size).
  */
 #include <string.h>
 
@@ -26,22 +31,14 @@
 #include "core/p2p.h"
 #include "core/reduce.h"
 
-cohort_status_t cohort_allreduce_rd(cohort_comm_t *comm, const cohort_coll_args_t *a)
+/* Recursive doubling over count elements: cur (sendbuf's slice) into recvbuf, tmp holds as many
+ * bytes as the slice. */
+static cohort_status_t rd_slice(cohort_comm_t *comm, const cohort_coll_args_t *a,
+                                const char *cur, char *recvbuf, size_t count, char *tmp)
 {
     int rank = cohort_comm_rank(comm), n = cohort_comm_size(comm);
-    size_t bytes = a->count * a->esize;
-    const char *cur = a->sendbuf;   /* where our current partial result lives */
-    char *recvbuf = a->recvbuf;
+    size_t bytes = count * a->esize;
     cohort_status_t st;
-
-    if (bytes == 0)
-        return COHORT_SUCCESS;
-    if (n == 1) {
-        if (cur != recvbuf)
-            memmove(recvbuf, cur, bytes);
-        cohort_reduce_finish(recvbuf, a->count, a->dtype, a->op, 1);
-        return COHORT_SUCCESS;
-    }
 
     int p2 = 1;
     while (p2 * 2 <= n)
@@ -61,10 +58,6 @@ cohort_status_t cohort_allreduce_rd(cohort_comm_t *comm, const cohort_coll_args_
         return cohort_p2p_waitall(comm, &rq, 1);
     }
 
-    char *tmp = cohort_coll_scratch(comm, 0, bytes);
-    if (!tmp)
-        return COHORT_ERR_NO_MEMORY;
-
     if (rank < extra) {
         /* We are the lower rank of the pair (rank, rank + p2). */
         cohort_preq_t rq;
@@ -72,7 +65,7 @@ cohort_status_t cohort_allreduce_rd(cohort_comm_t *comm, const cohort_coll_args_
             return st;
         if ((st = cohort_p2p_waitall(comm, &rq, 1)) != COHORT_SUCCESS)
             return st;
-        cohort_reduce_local3(recvbuf, cur, tmp, a->count, a->dtype, a->op);
+        cohort_reduce_local3(recvbuf, cur, tmp, count, a->dtype, a->op);
         cur = recvbuf;
     }
 
@@ -82,12 +75,12 @@ cohort_status_t cohort_allreduce_rd(cohort_comm_t *comm, const cohort_coll_args_
         if (st != COHORT_SUCCESS)
             return st;
         if (rank < partner)
-            cohort_reduce_local3(recvbuf, cur, tmp, a->count, a->dtype, a->op);
+            cohort_reduce_local3(recvbuf, cur, tmp, count, a->dtype, a->op);
         else
-            cohort_reduce_local3(recvbuf, tmp, cur, a->count, a->dtype, a->op);
+            cohort_reduce_local3(recvbuf, tmp, cur, count, a->dtype, a->op);
         cur = recvbuf;
     }
-    cohort_reduce_finish(recvbuf, a->count, a->dtype, a->op, n);
+    cohort_reduce_finish(recvbuf, count, a->dtype, a->op, n);
 
     if (rank < extra) {
         cohort_preq_t rq;
@@ -96,4 +89,39 @@ cohort_status_t cohort_allreduce_rd(cohort_comm_t *comm, const cohort_coll_args_
         return cohort_p2p_waitall(comm, &rq, 1);
     }
     return COHORT_SUCCESS;
+}
+
+cohort_status_t cohort_allreduce_rd(cohort_comm_t *comm, const cohort_coll_args_t *a)
+{
+    int rank = cohort_comm_rank(comm), n = cohort_comm_size(comm);
+    size_t es = a->esize, count = a->count, bytes = count * es;
+    const char *sendbuf = a->sendbuf;
+    char *recvbuf = a->recvbuf;
+    cohort_status_t st = COHORT_SUCCESS;
+
+    if (bytes == 0)
+        return COHORT_SUCCESS;
+    if (n == 1) {
+        if (sendbuf != recvbuf)
+            memmove(recvbuf, sendbuf, bytes);
+        cohort_reduce_finish(recvbuf, count, a->dtype, a->op, 1);
+        return COHORT_SUCCESS;
+    }
+
+    size_t slice = cohort_coll_slice_bytes(comm) / es;
+    if (slice == 0)
+        slice = 1;
+    if (slice > count)
+        slice = count;
+    char *tmp = NULL;
+    int p2 = 1;
+    while (p2 * 2 <= n)
+        p2 *= 2;
+    if (rank < p2 && !(tmp = cohort_coll_scratch(comm, 0, slice * es)))   /* extra ranks: none */
+        return COHORT_ERR_NO_MEMORY;
+    for (size_t off = 0; off < count && st == COHORT_SUCCESS; off += slice) {
+        size_t len = count - off < slice ? count - off : slice;
+        st = rd_slice(comm, a, sendbuf + off * es, recvbuf + off * es, len, tmp);
+    }
+    return st;
 }

@@ -6,9 +6,10 @@
  * as soon as it has arrived, while chunks k+1.. are still arriving, so all links are busy at once
  * and the time approaches size/bandwidth + (n-2) * chunk/bandwidth.
  * Both ends of a link cut the buffer the same way (same count, esize and chunk size), so the
- * k-th message is always chunk k.
+ * k-th message is always chunk k. At most SEND_AHEAD sends are in flight: chunk k is sent once
+ * chunk k - SEND_AHEAD's send is done, so the requests (ours and the transport's) do not grow
+ * with the message (the chain has no cycle: waiting on a successor cannot deadlock).
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "core/coll/coll.h"
@@ -16,7 +17,18 @@
 #include "core/p2p.h"
 
 #define RECV_AHEAD 8
-#define STACK_REQS 16
+#define SEND_AHEAD 16
+
+/* Sends chunk k (into sq[k % SEND_AHEAD]) once chunk k - SEND_AHEAD's send is done. */
+static cohort_status_t send_chunk(cohort_comm_t *comm, int next, cohort_preq_t *sq, size_t k,
+                                  const char *p, size_t len)
+{
+    cohort_preq_t *q = &sq[k % SEND_AHEAD];
+    cohort_status_t st;
+    if (k >= SEND_AHEAD && (st = cohort_p2p_waitall(comm, q, 1)) != COHORT_SUCCESS)
+        return st;
+    return cohort_p2p_isend(comm, next, p, len, q);
+}
 
 cohort_status_t cohort_broadcast_chain(cohort_comm_t *comm, const cohort_coll_args_t *a)
 {
@@ -41,20 +53,13 @@ cohort_status_t cohort_broadcast_chain(cohort_comm_t *comm, const cohort_coll_ar
     size_t m = (count + ce - 1) / ce;                      /* chunks */
 #define CHUNK_LEN(k) ((count - (k) * ce < ce ? count - (k) * ce : ce) * es)
 
-    cohort_preq_t stack_sq[STACK_REQS], *sq = stack_sq;
-    if (next >= 0 && m > STACK_REQS) {
-        sq = malloc(m * sizeof(*sq));
-        if (!sq)
-            return cohort_error(COHORT_ERR_NO_MEMORY,
-                                "broadcast chain: cannot allocate %zu send requests; raise "
-                                "COHORT_CHUNK_SIZE to use fewer, larger chunks", m);
-    }
+    cohort_preq_t sq[SEND_AHEAD];   /* send k in sq[k % SEND_AHEAD] */
+#define SEND(k) send_chunk(comm, next, sq, (k), buf + (k) * ce * es, CHUNK_LEN(k))
 
     if (prev < 0) {
-        /* Root: the whole buffer is ready, post every chunk. */
+        /* Root: the whole buffer is ready, send every chunk. */
         for (size_t k = 0; k < m; k++)
-            if ((st = cohort_p2p_isend(comm, next, buf + k * ce * es, CHUNK_LEN(k), &sq[k])) !=
-                COHORT_SUCCESS)
+            if ((st = SEND(k)) != COHORT_SUCCESS)
                 goto out;
     } else {
         cohort_preq_t rq[RECV_AHEAD];
@@ -66,8 +71,7 @@ cohort_status_t cohort_broadcast_chain(cohort_comm_t *comm, const cohort_coll_ar
         for (size_t k = 0; k < m; k++) {
             if ((st = cohort_p2p_waitall(comm, &rq[k % RECV_AHEAD], 1)) != COHORT_SUCCESS)
                 goto out;
-            if (next >= 0 && (st = cohort_p2p_isend(comm, next, buf + k * ce * es, CHUNK_LEN(k),
-                                                    &sq[k])) != COHORT_SUCCESS)
+            if (next >= 0 && (st = SEND(k)) != COHORT_SUCCESS)
                 goto out;
             if (posted < m) {
                 if ((st = cohort_p2p_irecv(comm, prev, buf + posted * ce * es, CHUNK_LEN(posted),
@@ -77,11 +81,11 @@ cohort_status_t cohort_broadcast_chain(cohort_comm_t *comm, const cohort_coll_ar
             }
         }
     }
-    if (next >= 0)
-        st = cohort_p2p_waitall(comm, sq, (int)m);
+    for (size_t k = m > SEND_AHEAD ? m - SEND_AHEAD : 0; next >= 0 && k < m; k++)
+        if ((st = cohort_p2p_waitall(comm, &sq[k % SEND_AHEAD], 1)) != COHORT_SUCCESS)
+            break;
+#undef SEND
 #undef CHUNK_LEN
 out:
-    if (sq != stack_sq)
-        free(sq);
     return st;
 }

@@ -10,6 +10,7 @@
 #define COHORT_CORE_COLL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "cohort/cohort.h"
 #include "core/parse.h"
 
@@ -65,6 +66,16 @@ cohort_status_t cohort_coll_run(cohort_comm_t *comm, cohort_comm_t *sub, cohort_
                                 const char *phase);
 /* Pipeline chunk size in bytes (COHORT_CHUNK_SIZE). */
 size_t cohort_coll_chunk_size(const cohort_comm_t *comm);
+/* Algorithms whose scratch would otherwise grow with the message (recursive doubling's partner
+ * buffer, reduce-scatter's accumulators, in-place alltoall's copy) run large messages as
+ * independent slices of this many chunks, so their scratch stays bounded by the slice
+ * (4 MiB at the default chunk size) whatever the message size. */
+#define COHORT_COLL_SLICE_CHUNKS 16
+static inline size_t cohort_coll_slice_bytes(const cohort_comm_t *comm)
+{
+    size_t c = cohort_coll_chunk_size(comm);
+    return c > SIZE_MAX / COHORT_COLL_SLICE_CHUNKS ? SIZE_MAX : c * COHORT_COLL_SLICE_CHUNKS;
+}
 /* Parsed COHORT_ALGO of this communicator (never NULL; may be empty). */
 const cohort_algo_spec_t *cohort_coll_algo_spec(const cohort_comm_t *comm);
 

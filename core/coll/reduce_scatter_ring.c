@@ -9,15 +9,18 @@
  *
  * Inside a step a block travels in chunks of cohort_coll_chunk_size() bytes: PIPE_DEPTH receives
  * are posted ahead into scratch slot 0 and each chunk is reduced as soon as it arrives.
- * Partial results live in two block-sized accumulators (scratch slot 1) taking turns: the one
- * filled at step s is sent at step s+1 while the other is filled.
+ * Partial results live in two accumulators (scratch slot 1) taking turns: the one filled at
+ * step s is sent at step s+1 while the other is filled. Blocks larger than a slice
+ * (COHORT_COLL_SLICE_CHUNKS chunks) are reduced slice by slice: the whole ring of steps runs on
+ * elements [k, k + slice) of every block, then on the next slice, so the accumulators hold a
+ * slice, not a block, and the scratch does not grow with the message.
  *
- * sendbuf is only read. recvbuf is written only at the last step, from data already read:
+ * sendbuf is only read. recvbuf is written at a slice's last step:
  *  - in place, recvbuf == sendbuf + r * recvcount: out == own block, which cohort_reduce_local3
- *    allows;
- *  - recvbuf == sendbuf (or any other overlap): the only sendbuf data still in use at the last
- *    step is our own block r and, when n == 2, the block being sent; if recvbuf overlaps the
- *    block being sent, the result goes to an accumulator and is copied after the send is done.
+ *    allows, and later slices read only later parts of the blocks;
+ *  - any other overlap of recvbuf with sendbuf (cohort_reduce_scatter refuses them; the
+ *    algorithm copes): the result is kept aside in scratch (block-sized) and copied once every
+ *    slice has been sent and read.
  * AVG: summed, then divided once in recvbuf.
  */
 #include <stdint.h>
@@ -30,10 +33,10 @@
 #include "core/reduce.h"
 #include "core/coll/ring_step.h"
 
-static int overlaps(const void *a, const void *b, size_t len)
+static int overlaps(const void *a, size_t alen, const void *b, size_t blen)
 {
     uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-    return x < y + len && y < x + len;
+    return x < y + blen && y < x + alen;
 }
 
 cohort_status_t cohort_reduce_scatter_ring(cohort_comm_t *comm, const cohort_coll_args_t *a)
@@ -53,36 +56,52 @@ cohort_status_t cohort_reduce_scatter_ring(cohort_comm_t *comm, const cohort_col
         return COHORT_SUCCESS;
     }
 
-    cohort_ring_ctx_t c;
-    if ((st = cohort_ring_init(&c, comm, a, rc)) != COHORT_SUCCESS)
-        return st;
-
     int pos;
     const int *ring = cohort_coll_ring(comm, &pos);
-    /* The block sent at the last step: an accumulator when n > 2, our own data when n == 2. */
-    int last_sblk = ring[(pos + 1) % n];   /* B(p - (n-2) - 1) */
-    int direct = n > 2 || !overlaps(recvbuf, sendbuf + (size_t)last_sblk * bytes, bytes);
-    char *acc = NULL;
-    if (n > 2 || !direct) {
-        acc = cohort_coll_scratch(comm, 1, 2 * bytes);
-        if (!acc)
+    /* recvbuf overlapping sendbuf other than in place (cohort_reduce_scatter refuses it, the
+     * algorithm copes): the result is kept aside until every slice has been sent and read. */
+    int aside = recvbuf != sendbuf + (size_t)cohort_comm_rank(comm) * bytes &&
+                overlaps(recvbuf, bytes, sendbuf, (size_t)n * bytes);
+    /* Slices of the blocks (whole elements), the same on every rank. */
+    size_t slice = cohort_coll_slice_bytes(comm) / es;
+    if (slice == 0)
+        slice = 1;
+    if (slice > rc)
+        slice = rc;
+    size_t sb = slice * es;   /* bytes of a full slice */
+
+    cohort_ring_ctx_t c;
+    if ((st = cohort_ring_init(&c, comm, a, slice)) != COHORT_SUCCESS)
+        return st;
+    size_t accb = n > 2 ? 2 * sb : 0;   /* two slice accumulators */
+    char *acc = NULL, *res = NULL;
+    if (accb || aside) {
+        acc = cohort_coll_scratch(comm, 1, accb + (aside ? bytes : 0));
+        if (!acc) {
+            cohort_ring_fini(&c);
             return COHORT_ERR_NO_MEMORY;
+        }
+        res = acc + accb;
     }
 
     int right = ring[(pos + 1) % n], left = ring[(pos + n - 1) % n];
-    for (int s = 0; s < n - 1; s++) {
-        int sblk = ring[((pos - s - 1) % n + n) % n];
-        int rblk = ring[((pos - s - 2) % n + n) % n];
-        const char *src = s == 0 ? sendbuf + (size_t)sblk * bytes : acc + (size_t)((s - 1) % 2) * bytes;
-        int last = s == n - 2;
-        char *out = last && direct ? recvbuf : acc + (size_t)(s % 2) * bytes;
-        st = cohort_ring_reduce_step(&c, right, src, rc, left, out, sendbuf + (size_t)rblk * bytes,
-                                     rc);
-        if (st != COHORT_SUCCESS)
-            goto done;
-        if (last && !direct)
-            memcpy(recvbuf, out, bytes);   /* the step's sends are complete */
+    for (size_t off = 0; off < rc; off += slice) {
+        size_t len = rc - off < slice ? rc - off : slice, ob = off * es;
+        for (int s = 0; s < n - 1; s++) {
+            int sblk = ring[((pos - s - 1) % n + n) % n];
+            int rblk = ring[((pos - s - 2) % n + n) % n];
+            const char *src = s == 0 ? sendbuf + (size_t)sblk * bytes + ob
+                                     : acc + (size_t)((s - 1) % 2) * sb;
+            int last = s == n - 2;
+            char *out = !last ? acc + (size_t)(s % 2) * sb : aside ? res + ob : recvbuf + ob;
+            st = cohort_ring_reduce_step(&c, right, src, len, left, out,
+                                         sendbuf + (size_t)rblk * bytes + ob, len);
+            if (st != COHORT_SUCCESS)
+                goto done;
+        }
     }
+    if (aside)
+        memcpy(recvbuf, res, bytes);   /* every send is complete */
     cohort_reduce_finish(recvbuf, rc, a->dtype, a->op, n);
 done:
     cohort_ring_fini(&c);

@@ -1,7 +1,9 @@
 /* The pipelined ring reduce step (see ring_step.h). Receives are posted first, PIPE_DEPTH chunks
  * ahead into scratch slots, so the neighbour's sends land while earlier chunks are reduced; each
- * slot is reposted for a later chunk as soon as it has been reduced. */
-#include <stdlib.h>
+ * slot is reposted for a later chunk as soon as it has been reduced. Sends go SEND_AHEAD chunks
+ * ahead: chunk k + SEND_AHEAD is posted once chunk k's send is done (no deadlock: our neighbour
+ * receives chunk k once it has reduced chunk k - PIPE_DEPTH, which needs only sends already
+ * posted, by us to it, and around the ring at least one rank is never ahead of its neighbour). */
 #include <string.h>
 
 #include "core/coll/ring_step.h"
@@ -9,6 +11,7 @@
 #include "core/reduce.h"
 
 #define PIPE_DEPTH COHORT_RING_PIPE_DEPTH
+#define SEND_AHEAD COHORT_RING_SEND_AHEAD
 
 static size_t nchunks(size_t count, size_t ce) { return count ? (count + ce - 1) / ce : 0; }
 
@@ -29,32 +32,29 @@ cohort_status_t cohort_ring_init(cohort_ring_ctx_t *c, cohort_comm_t *comm,
         c->ce = 1;
     if (c->ce > max_elems && max_elems > 0)
         c->ce = max_elems;   /* never ask for more scratch than one block */
-    c->sreqs = c->stack_reqs;
-    c->sreqs_cap = COHORT_RING_STACK_REQS;
     c->slots = cohort_coll_scratch(comm, 0, (size_t)PIPE_DEPTH * c->ce * a->esize);
     return c->slots ? COHORT_SUCCESS : COHORT_ERR_NO_MEMORY;
 }
 
-void cohort_ring_fini(cohort_ring_ctx_t *c)
-{
-    if (c->sreqs != c->stack_reqs)
-        free(c->sreqs);
-    c->sreqs = c->stack_reqs;
-}
+void cohort_ring_fini(cohort_ring_ctx_t *c) { (void)c; }
 
-static cohort_status_t ensure_sreqs(cohort_ring_ctx_t *c, size_t n)
+/* Posts sends up to chunk limit (exclusive), each once the send SEND_AHEAD before it is done. */
+static cohort_status_t post_sends(cohort_ring_ctx_t *c, int dst, const char *sbuf,
+                                  size_t scount, size_t *posted, size_t limit)
 {
-    if (n <= c->sreqs_cap)
-        return COHORT_SUCCESS;
-    cohort_preq_t *p = c->sreqs == c->stack_reqs ? NULL : c->sreqs;
-    p = realloc(p, n * sizeof(*p));
-    if (!p)
-        return cohort_error(COHORT_ERR_NO_MEMORY,
-                            "%s ring: cannot allocate %zu send requests (%zu bytes); raise "
-                            "COHORT_CHUNK_SIZE to use fewer, larger chunks",
-                            cohort_coll_name(c->a->coll), n, n * sizeof(*p));
-    c->sreqs = p;    /* earlier steps' requests are all complete: nothing to keep */
-    c->sreqs_cap = n;
+    size_t es = c->a->esize, ce = c->ce, ns = nchunks(scount, ce);
+    cohort_status_t st;
+    if (limit > ns)
+        limit = ns;
+    for (; *posted < limit; (*posted)++) {
+        cohort_preq_t *q = &c->sq[*posted % SEND_AHEAD];
+        if (*posted >= SEND_AHEAD && (st = cohort_p2p_waitall(c->comm, q, 1)) != COHORT_SUCCESS)
+            return st;
+        st = cohort_p2p_isend(c->comm, dst, sbuf + *posted * ce * es,
+                              chunk_elems(scount, ce, *posted) * es, q);
+        if (st != COHORT_SUCCESS)
+            return st;
+    }
     return COHORT_SUCCESS;
 }
 
@@ -66,11 +66,9 @@ cohort_status_t cohort_ring_reduce_step(cohort_ring_ctx_t *c, int dst, const cha
     size_t es = a->esize, ce = c->ce;
     size_t ns = nchunks(scount, ce), nr = nchunks(rcount, ce);
     cohort_preq_t rq[PIPE_DEPTH];
-    size_t posted = 0;
+    size_t posted = 0, sposted = 0;
     cohort_status_t st;
 
-    if ((st = ensure_sreqs(c, ns)) != COHORT_SUCCESS)
-        return st;
     /* Receives first, so the matching sends of our neighbour land in place. */
     for (; posted < nr && posted < PIPE_DEPTH; posted++) {
         st = cohort_p2p_irecv(c->comm, src, c->slots + (posted % PIPE_DEPTH) * ce * es,
@@ -78,12 +76,8 @@ cohort_status_t cohort_ring_reduce_step(cohort_ring_ctx_t *c, int dst, const cha
         if (st != COHORT_SUCCESS)
             return st;
     }
-    for (size_t k = 0; k < ns; k++) {
-        st = cohort_p2p_isend(c->comm, dst, sbuf + k * ce * es, chunk_elems(scount, ce, k) * es,
-                              &c->sreqs[k]);
-        if (st != COHORT_SUCCESS)
-            return st;
-    }
+    if ((st = post_sends(c, dst, sbuf, scount, &sposted, SEND_AHEAD)) != COHORT_SUCCESS)
+        return st;
     for (size_t k = 0; k < nr; k++) {
         size_t slot = k % PIPE_DEPTH;
         char *tmp = c->slots + slot * ce * es;
@@ -98,6 +92,18 @@ cohort_status_t cohort_ring_reduce_step(cohort_ring_ctx_t *c, int dst, const cha
                 return st;
             posted++;
         }
+        /* keep SEND_AHEAD sends in flight: the send of chunk k has been received by now or
+         * soon (the neighbour works at our pace), so waiting for it costs little */
+        if ((st = post_sends(c, dst, sbuf, scount, &sposted, k + 1 + SEND_AHEAD)) !=
+            COHORT_SUCCESS)
+            return st;
     }
-    return ns ? cohort_p2p_waitall(c->comm, c->sreqs, (int)ns) : COHORT_SUCCESS;
+    if ((st = post_sends(c, dst, sbuf, scount, &sposted, ns)) != COHORT_SUCCESS)
+        return st;
+    /* the sends still in flight: the last min(ns, SEND_AHEAD) */
+    size_t first = ns > SEND_AHEAD ? ns - SEND_AHEAD : 0;
+    for (size_t k = first; k < ns; k++)
+        if ((st = cohort_p2p_waitall(c->comm, &c->sq[k % SEND_AHEAD], 1)) != COHORT_SUCCESS)
+            return st;
+    return COHORT_SUCCESS;
 }

@@ -9,16 +9,17 @@
 #include "core/p2p.h"
 
 #define COHORT_RING_PIPE_DEPTH 4   /* receives posted ahead within a step */
-#define COHORT_RING_STACK_REQS 16  /* send requests kept on the stack before falling back to malloc */
+#define COHORT_RING_SEND_AHEAD 16  /* sends in flight within a step: a chunk's send is posted
+                                      once the one this many before it has completed, so the
+                                      requests (ours and the transport's) do not grow with the
+                                      message */
 
 typedef struct cohort_ring_ctx {
     cohort_comm_t *comm;
     const cohort_coll_args_t *a;
     size_t ce;                  /* elements per chunk */
     char *slots;                /* COHORT_RING_PIPE_DEPTH chunks of scratch (slot 0) */
-    cohort_preq_t stack_reqs[COHORT_RING_STACK_REQS];
-    cohort_preq_t *sreqs;       /* send requests of one step */
-    size_t sreqs_cap;
+    cohort_preq_t sq[COHORT_RING_SEND_AHEAD];   /* send k in sq[k % COHORT_RING_SEND_AHEAD] */
 } cohort_ring_ctx_t;
 
 /* Chunks of cohort_coll_chunk_size() bytes (whole elements), never more than max_elems (the

@@ -4,8 +4,9 @@
  *
  * Oracle: a reference reading of the grammar config.h documents, written here independently:
  * lines split at '\n'; a line holding a NUL byte or longer than COHORT_CONF_LINE_MAX is
- * ignored; '#' starts a comment; `NAME = value` with blanks trimmed around both; unknown names
- * and lines without '=' are ignored; the last line for a name wins. Every setting must read
+ * a problem; '#' starts a comment; `NAME = value` with blanks trimmed around both; unknown
+ * names, repeated names and lines without '=' are problems. When cohort_config_check finds no
+ * problem, Every setting must read
  * back as the reference says (the file's value, else the default), and the numeric readers must
  * agree with cohort_parse_long on it. The log is reset before each input so that the first
  * warning also initialises it, inside the file's reading (which once deadlocked). */
@@ -21,6 +22,9 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/parse.h"
+
+/* The reader's longest line (core/config.c: its buffer less the newline and the NUL). */
+#define COHORT_CONF_LINE_MAX 1022
 
 static int memfd = -1;
 static char memfd_path[64];
@@ -86,10 +90,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *copy = malloc(size + 1);
     if (!ref || !copy) abort();
     reference(data, size, copy, set, nset, ref);
-    /* A numeric setting first: the file is read on this call, and a warning about one of its
+    /* A numeric setting first: the file is read on this call, and a problem with one of its
      * lines is the log's first message. */
     long timeout = -1;
     cohort_status_t st = cohort_config_long("COHORT_TIMEOUT", 1, 86400, &timeout);
+    /* A file with a problem (a line that is not NAME = value, an unknown or repeated name, a
+     * NUL byte) fails every communicator's creation naming file and line: then
+     * only the absence of crashes and leaks is checked. */
+    if (cohort_config_file_status() != COHORT_SUCCESS || memchr(data, '\0', size)) {
+        free(copy);
+        free(ref);
+        return 0;
+    }
     const char *tv = NULL;
     for (size_t i = 0; i < nset; i++)
         if (!strcmp(set[i].name, "COHORT_TIMEOUT")) tv = ref[i] ? ref[i] : set[i].def;

@@ -1,4 +1,4 @@
-# Unit tests (Check) for the parsers, the reduction kernels, SHA-256/HMAC and the TCP wire format.
+# Unit tests (Check) for the public API's argument checks, the parsers, the reduction kernels, SHA-256/HMAC and the TCP wire format.
 # Included from tests/local.mk; paths are relative to the top directory.
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/test_parse tests/unit/test_reduce tests/unit/test_hmac
@@ -15,6 +15,13 @@ tests_unit_test_reduce_LDADD = libcohort.la $(CHECK_LIBS) -lm
 tests_unit_test_hmac_SOURCES = tests/unit/test_hmac.c
 tests_unit_test_hmac_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_hmac_LDADD = libcohort.la $(CHECK_LIBS)
+
+# Bad input at every public function (tests/unit/test_api.c: two ranks as two threads).
+check_PROGRAMS += tests/unit/test_api
+TESTS += tests/unit/test_api
+tests_unit_test_api_SOURCES = tests/unit/test_api.c tests/unit/expect.h
+tests_unit_test_api_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -pthread
+tests_unit_test_api_LDADD = libcohort.la $(CHECK_LIBS) -lpthread
 
 # The TCP transport's wire format (header-only: transports/tcp/tcp_wire.h).
 check_PROGRAMS += tests/unit/test_tcp_wire

@@ -1,4 +1,5 @@
-/* Unit tests for core/parse.c: every grammar rule and every error case. Errors are checked for
+/* Unit tests for core/parse.c (every grammar rule and every error case) and for the settings
+ * (core/config.c: the table, cohort.conf; core/config_check.c). Errors are checked for
  * the status AND for a cohort_last_error() message that names the setting and the bad text. */
 #include <arpa/inet.h>
 #include <check.h>
@@ -10,6 +11,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/config.h"
+#include "core/log.h"
 #include "core/parse.h"
 #include "tests/unit/expect.h"
 
@@ -605,6 +608,172 @@ START_TEST(transports_errors)
 }
 END_TEST
 
+/* ---- settings: the table, cohort.conf, cohort_config_check --------------------------------- */
+
+/* A settings file for COHORT_CONF (the path is written into path). */
+static void conf_file(char *path, const char *text)
+{
+    strcpy(path, "/tmp/cohort_test_conf_XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    write_file(path, text);
+    setenv("COHORT_CONF", path, 1);
+    cohort_config_reset();
+}
+
+/* Every default of the table is valid, and every setting has a check that runs. */
+START_TEST(config_table)
+{
+    size_t n;
+    const cohort_setting_t *t = cohort_settings(&n);
+    ck_assert_uint_gt(n, 20);
+    cohort_log_enabled(COHORT_LOG_WARN, NULL);   /* the logger keeps main's NONE */
+    for (size_t i = 0; i < n; i++) unsetenv(t[i].name);
+    setenv("COHORT_CONF", "/dev/null", 1);
+    cohort_config_reset();
+    EXPECT_OK(cohort_config_check());
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_ptr_eq(cohort_setting_find(t[i].name), &t[i]);
+        if (t[i].kind == COHORT_SET_LONG || t[i].kind == COHORT_SET_DOUBLE)
+            ck_assert_msg(t[i].min <= t[i].max, "%s: empty range", t[i].name);
+        if (!strcmp(t[i].name, "COHORT_CONF")) continue;
+        /* junk is refused by every setting but free text, naming it */
+        setenv(t[i].name, "#junk#", 1);
+        cohort_status_t st = cohort_config_check();
+        if (t[i].kind == COHORT_SET_TEXT)
+            ck_assert_msg(st == COHORT_SUCCESS, "%s: %s", t[i].name, cohort_last_error());
+        else
+            ck_assert_msg(st == COHORT_ERR_INVALID_ARG && strstr(cohort_last_error(), t[i].name) &&
+                          strstr(cohort_last_error(), "#junk#"), "%s: %d '%s'", t[i].name,
+                          (int)st, cohort_last_error());
+        unsetenv(t[i].name);
+    }
+    ck_assert_ptr_null(cohort_setting_find("COHORT_NOSUCH"));
+}
+END_TEST
+
+START_TEST(config_numbers)
+{
+    setenv("COHORT_CONF", "/dev/null", 1);
+    static const struct { const char *var, *value; int ok; } cases[] = {
+        { "COHORT_CHUNK_SIZE", "64", 1 }, { "COHORT_CHUNK_SIZE", "63", 0 },
+        { "COHORT_CHUNK_SIZE", " 4096 ", 1 }, { "COHORT_CHUNK_SIZE", "12abc", 0 },
+        { "COHORT_CHUNK_SIZE", "", 0 }, { "COHORT_CHUNK_SIZE", "1073741825", 0 },
+        { "COHORT_CHUNK_SIZE", "99999999999999999999999", 0 }, { "COHORT_CHUNK_SIZE", "0x40", 0 },
+        { "COHORT_TIMEOUT", "0.5", 1 }, { "COHORT_TIMEOUT", "1e999", 0 },
+        { "COHORT_TIMEOUT", "nan", 0 }, { "COHORT_TIMEOUT", "-1", 0 },
+        { "COHORT_SOCKET_NSOCKS", "16", 1 }, { "COHORT_SOCKET_NSOCKS", "17", 0 },
+        { "COHORT_SHM_CMA", "0", 1 }, { "COHORT_SHM_CMA", "2", 0 },
+        { "COHORT_SHM_COLL_CHUNK", "0", 1 }, { "COHORT_SHM_COLL_CHUNK", "4096", 1 },
+        { "COHORT_SHM_COLL_CHUNK", "4095", 0 }, { "COHORT_SHM_COLL_CHUNK", "67108865", 0 },
+        { "COHORT_SHM_EAGER_LIMIT", "0", 1 }, { "COHORT_SHM_EAGER_LIMIT", "-1", 0 },
+        { "COHORT_DEBUG", "info", 1 }, { "COHORT_DEBUG", "Trace", 1 }, { "COHORT_DEBUG", "", 0 },
+        { "COHORT_DEBUG", "WARNING", 0 }, { "COHORT_HIERARCHICAL", "auto", 1 },
+        { "COHORT_HIERARCHICAL", "yes", 0 }, { "COHORT_DEBUG_SUBSYS", "^init,net", 1 },
+        { "COHORT_DEBUG_SUBSYS", "all", 1 }, { "COHORT_DEBUG_SUBSYS", "init,", 0 },
+        { "COHORT_DEBUG_SUBSYS", "in it", 0 }, { "COHORT_ALGO", "", 1 },
+        { "COHORT_ALGO", "allreduce:ring;broadcast:tree", 1 }, { "COHORT_ALGO", "barrier:shm", 1 },
+        { "COHORT_ALGO", "allreduce:tree", 0 }, { "COHORT_TRANSPORTS", "^nosuch", 1 },
+        { "COHORT_TRANSPORTS", "nosuch", 0 }, { "COHORT_PLUGIN_PATH", "/tmp::/", 1 },
+        { "COHORT_PLUGIN_PATH", "/tmp:/etc/passwd", 0 }, { "COHORT_RENDEZVOUS", "tcp://[::1]:5", 1 },
+        { "COHORT_RENDEZVOUS", "tcp://host", 0 }, { "COHORT_RENDEZVOUS", "file:///tmp", 1 },
+        { "COHORT_SOCKET_IFNAME", "lo", 1 }, { "COHORT_SOCKET_IFNAME", "^=nosuchif0", 1 },
+        { "COHORT_SOCKET_IFNAME", "127.0.0.0/8", 1 }, { "COHORT_SOCKET_IFNAME", "192.0.2.77/32", 0 },
+        { "COHORT_HOSTID", "", 1 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setenv(cases[i].var, cases[i].value, 1);
+        cohort_status_t st = cohort_config_check();
+        if (cases[i].ok) {
+            ck_assert_msg(st == COHORT_SUCCESS, "%s='%s': %s", cases[i].var, cases[i].value,
+                          cohort_last_error());
+        } else {
+            char quoted[128];
+            snprintf(quoted, sizeof quoted, "%s", cases[i].value);
+            ck_assert_msg(st == COHORT_ERR_INVALID_ARG && strstr(cohort_last_error(), cases[i].var)
+                          && strstr(cohort_last_error(), quoted), "%s='%s': %d '%s'",
+                          cases[i].var, cases[i].value, (int)st, cohort_last_error());
+        }
+        unsetenv(cases[i].var);
+    }
+}
+END_TEST
+
+START_TEST(config_file)
+{
+    char path[64];
+    long v = 0;
+    conf_file(path, "# comment\n\nCOHORT_SPIN = 77   # trailing comment\n  COHORT_ALGO=allreduce:ring\n");
+    EXPECT_OK(cohort_config_check());
+    ck_assert_str_eq(cohort_config_get("COHORT_ALGO"), "allreduce:ring");
+    EXPECT_OK(cohort_config_long("COHORT_SPIN", 0, 1000, &v));
+    ck_assert_int_eq(v, 77);
+    ck_assert_ptr_nonnull(strstr(cohort_config_source("COHORT_SPIN"), path));
+    setenv("COHORT_SPIN", "5", 1);   /* the environment wins */
+    EXPECT_OK(cohort_config_long("COHORT_SPIN", 0, 1000, &v));
+    ck_assert_int_eq(v, 5);
+    ck_assert_str_eq(cohort_config_source("COHORT_SPIN"), "env");
+    unsetenv("COHORT_SPIN");
+    char where[96];
+
+    /* a bad value names the variable, the text, the file and the line */
+    conf_file(path, "COHORT_CHUNK_SIZE = 4096\nCOHORT_SPIN = 12abc\n");
+    snprintf(where, sizeof where, "(set in %s, line 2)", path);
+    EXPECT_ERR(cohort_config_check(), "COHORT_SPIN", "'12abc'", where);
+    setenv("COHORT_SPIN", "5", 1);   /* overridden, but still a bad line */
+    EXPECT_ERR(cohort_config_check(), "COHORT_SPIN", "'12abc'", where);
+    unsetenv("COHORT_SPIN");
+
+    /* the file's own problems: the first is reported, naming file, line and text */
+    static const struct { const char *text, *line, *needle; } bad[] = {
+        { "COHORT_SPIN = 1\njust some words\n", ":2:", "'just some words' is not NAME = value" },
+        { "COHORT_SPINN = 1\n", ":1:", "'COHORT_SPINN' is not a setting" },
+        { "\n\nsocket_ifname = eth0\n", ":3:", "'socket_ifname' is not a setting" },
+        { "COHORT_CONF = /etc/other.conf\n", ":1:", "COHORT_CONF" },
+        { "COHORT_SPIN = 1\nCOHORT_SPIN = 2\n", ":2:", "set a second time (first on line 1)" },
+        { "= 5\n", ":1:", "'' is not a setting" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        conf_file(path, bad[i].text);
+        snprintf(where, sizeof where, "%s%s", path, bad[i].line);
+        EXPECT_ERR(cohort_config_check(), where, bad[i].needle);
+        unlink(path);
+    }
+    char *longline = malloc(3000);
+    ck_assert_ptr_nonnull(longline);
+    memset(longline, 'x', 2998);
+    memcpy(longline, "COHORT_HOSTID = ", 16);
+    longline[2998] = '\n';
+    longline[2999] = '\0';
+    conf_file(path, longline);
+    free(longline);
+    snprintf(where, sizeof where, "%s:1:", path);
+    EXPECT_ERR(cohort_config_check(), where, "longer than");
+    unlink(path);
+
+    setenv("COHORT_CONF", "/nonexistent/cohort.conf", 1);
+    cohort_config_reset();
+    EXPECT_ERR(cohort_config_check(), "COHORT_CONF='/nonexistent/cohort.conf' cannot be opened");
+}
+END_TEST
+
+/* COHORT_CONF naming a missing file, with the logger not yet started: the logger reads its own
+ * settings through the file's lock, which the file's problems were once logged under (a hang). */
+START_TEST(config_file_problem_does_not_hang)
+{
+    setenv("COHORT_CONF", "/nonexistent/cohort.conf", 1);
+    unsetenv("COHORT_DEBUG");
+    unsetenv("COHORT_DEBUG_SUBSYS");
+    cohort_config_reset();
+    cohort_log_reset();
+    ck_assert_ptr_null(cohort_config_get("COHORT_SOCKET_IFNAME"));
+    ck_assert_int_eq(cohort_log_enabled(COHORT_LOG_WARN, "init"), 1);
+    setenv("COHORT_DEBUG", "NONE", 1);
+    cohort_log_reset();
+}
+END_TEST
+
 static Suite *parse_suite(void)
 {
     Suite *s = suite_create("parse");
@@ -639,6 +808,14 @@ static Suite *parse_suite(void)
     tcase_add_test(lists, transports_grammar);
     tcase_add_test(lists, transports_errors);
     suite_add_tcase(s, lists);
+
+    TCase *conf = tcase_create("settings");
+    tcase_set_timeout(conf, 30);
+    tcase_add_test(conf, config_table);
+    tcase_add_test(conf, config_numbers);
+    tcase_add_test(conf, config_file);
+    tcase_add_test(conf, config_file_problem_does_not_hang);
+    suite_add_tcase(s, conf);
     return s;
 }
 

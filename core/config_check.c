@@ -1,0 +1,288 @@
+/* cohort_config_check: every setting of the table (core/config.c) against what a valid value is,
+ * run at every communicator's creation. A bad value fails there, naming the variable and the
+ * text (and the settings file and line it came from), even when nothing would read it in this
+ * job: a single rank loads no transport and opens no socket, yet COHORT_SOCKET_NSOCKS=x or a
+ * COHORT_SOCKET_IFNAME that matches nothing is still a mistake worth hearing about at once.
+ * Kept apart from config.c, which the algorithm tests link without the rest of the core. */
+#include "core/config.h"
+#include "core/coll/coll.h"
+#include "core/jobtopo.h"
+#include "core/log.h"
+#include "core/netif.h"
+#include "core/parse.h"
+#include "core/plugin_loader.h"
+#include "core/rendezvous.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#define SHOWN 96   /* characters of a value quoted in a message */
+
+/* Printable, bounded copy of user text for a message. */
+static const char *shown(const char *s, size_t n, char out[SHOWN + 4])
+{
+    size_t k = 0;
+    for (; k < n && s[k] && k < SHOWN; k++) out[k] = isprint((unsigned char)s[k]) ? s[k] : '?';
+    if (k < n && s[k]) {
+        memcpy(out + k, "...", 3);
+        k += 3;
+    }
+    out[k] = '\0';
+    return out;
+}
+
+static cohort_status_t check_text(const cohort_setting_t *s, const char *v)
+{
+    char q[SHOWN + 4];
+    size_t len = strlen(v);
+    if (s->max > 0 && (double)len > s->max)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s' is %zu characters long; at most %.0f "
+                            "are allowed", s->name, shown(v, len, q), len, s->max);
+    return COHORT_SUCCESS;
+}
+
+static cohort_status_t check_word(const cohort_setting_t *s, const char *v)
+{
+    char q[SHOWN + 4], list[128];
+    for (const char *w = s->words; *w;) {
+        size_t n = strcspn(w, "|");
+        if (strlen(v) == n && !strncasecmp(v, w, n)) return COHORT_SUCCESS;
+        w += n + (w[n] == '|');
+    }
+    size_t used = 0;
+    for (const char *w = s->words; *w && used + 3 < sizeof list; w++) {
+        if (*w == '|') list[used++] = ',';
+        list[used++] = *w == '|' ? ' ' : *w;
+    }
+    list[used] = '\0';
+    return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s' is not one of %s", s->name,
+                        shown(v, strlen(v), q), list);
+}
+
+/* Every ':'-separated directory must exist (empty entries, as a trailing ':' leaves, are
+ * skipped; "dir/" "*" "/sub" is one level of wildcard, checked up to the '*'). */
+static cohort_status_t check_plugin_path(const char *name, const char *v)
+{
+    char q[SHOWN + 4], e[SHOWN + 4];
+    for (const char *p = v; *p;) {
+        size_t n = strcspn(p, ":");
+        if (n > 0) {
+            char dir[4096];
+            const char *star = memchr(p, '*', n);
+            size_t dn = star ? (size_t)(star - p) : n;
+            if (dn == 0 || dn >= sizeof dir)
+                return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s': entry '%s' is not a "
+                                    "directory", name, shown(v, strlen(v), q), shown(p, n, e));
+            memcpy(dir, p, dn);
+            dir[dn] = '\0';
+            struct stat sb;
+            const char *why = stat(dir, &sb) != 0 ? strerror(errno)
+                              : !S_ISDIR(sb.st_mode) ? "not a directory" : NULL;
+            if (why)
+                return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s': entry '%s' is not a "
+                                    "directory (%s); fix or drop it", name,
+                                    shown(v, strlen(v), q), shown(p, n, e), why);
+        }
+        p += n + (p[n] == ':');
+    }
+    return COHORT_SUCCESS;
+}
+
+/* "ALL", or a ','-separated list of subsystem names, optionally after a '^' (hide these). The
+ * names are not checked against a list: plugins log under names of their own. */
+static cohort_status_t check_subsys(const char *name, const char *v)
+{
+    char q[SHOWN + 4];
+    if (!*v || !strcasecmp(v, "ALL")) return COHORT_SUCCESS;
+    if (strlen(v) > 255)   /* what the logger keeps (core/log.c) */
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s' is longer than 255 characters",
+                            name, shown(v, strlen(v), q));
+    const char *p = v + (*v == '^');
+    for (;;) {
+        size_t n = 0;
+        while (isalnum((unsigned char)p[n]) || p[n] == '_') n++;
+        if (n == 0 || (p[n] && p[n] != ','))
+            return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s' is not ALL or a comma list of "
+                                "subsystems (init,boot,plugin,net,shm,topo,coll,error), "
+                                "optionally after ^ to hide them", name,
+                                shown(v, strlen(v), q));
+        if (!p[n]) return COHORT_SUCCESS;
+        p += n + 1;
+    }
+}
+
+static cohort_status_t check_rendezvous(const char *name, const char *v)
+{
+    char q[SHOWN + 4], host[256];
+    int port;
+    if (!strncmp(v, "tcp://", 6)) {
+        int old = cohort_error_log_level(COHORT_LOG_NONE);
+        cohort_status_t st = cohort_rdv_parse_url(v, host, sizeof host, &port);
+        cohort_error_log_level(old);
+        if (st) cohort_error_prefix("%s", name);
+        return st;
+    }
+    if (!strncmp(v, "file://", 7)) {
+        struct stat sb;
+        if (stat(v + 7, &sb) != 0 || !S_ISDIR(sb.st_mode))
+            return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s': '%s' is not a directory; "
+                                "file:// needs a directory that every rank shares", name,
+                                shown(v, strlen(v), q), shown(v + 7, strlen(v + 7), host));
+        return COHORT_SUCCESS;
+    }
+    return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s' must be tcp://host:port or "
+                        "file://<directory>", name, shown(v, strlen(v), q));
+}
+
+/* The value in use goes through cohort_netifs (cached: what the job uses); a settings file's
+ * value that the environment overrides is parsed and matched here. */
+static cohort_status_t check_ifname(const char *name, const char *v)
+{
+    const char *in_use = cohort_config_get(name);
+    if (in_use && !strcmp(in_use, v)) {
+        const cohort_netif_t *ifs;
+        int n;
+        return cohort_netifs(&ifs, &n);
+    }
+    cohort_ifspec_t spec;
+    cohort_status_t st = cohort_ifspec_parse(name, v, &spec);
+    cohort_netif_t *all = NULL;
+    int n = 0, hits = 0;
+    if (!st) st = cohort_netifs_all(&all, &n);
+    for (int i = 0; !st && i < n; i++)
+        hits += cohort_ifspec_match(&spec, all[i].name, all[i].family, all[i].addr);
+    free(all);
+    if (!st && !hits) {
+        char q[SHOWN + 4];
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s' matches no interface on this host "
+                            "(cohort-info --interfaces lists them)", name,
+                            shown(v, strlen(v), q));
+    }
+    return st;
+}
+
+/* The grammar, then every algorithm name: one of the core's for that collective, or the name of
+ * a transport on the plugin search path (its own collectives, e.g. shm). */
+static cohort_status_t check_algo(const char *name, const char *v)
+{
+    cohort_algo_spec_t spec;
+    cohort_status_t st = cohort_algo_spec_parse(name, v, &spec);
+    if (st) return st;
+    int nalgos;
+    const cohort_algo_t *algos = cohort_algos(&nalgos);
+    for (int e = 0; e < spec.count; e++) {
+        const char *coll = spec.entries[e].coll, *algo = spec.entries[e].algo;
+        char valid[256] = "";
+        size_t used = 0;
+        int known = 0;
+        for (int i = 0; i < nalgos; i++) {
+            if (strcmp(cohort_coll_name(algos[i].coll), coll)) continue;
+            known |= !strcmp(algos[i].name, algo);
+            if (used < sizeof valid)
+                used += (size_t)snprintf(valid + used, sizeof valid - used, "%s%s",
+                                         used ? ", " : "", algos[i].name);
+        }
+        if (known || cohort_plugins_exists(algo)) continue;
+        char q[SHOWN + 4];
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s': '%s' is not an algorithm for %s; "
+                            "valid for %s: %s, or a transport's name (such as shm) for its own "
+                            "collectives", name, shown(v, strlen(v), q), algo, coll, coll, valid);
+    }
+    return COHORT_SUCCESS;
+}
+
+static cohort_status_t check_special(const cohort_setting_t *s, const char *v)
+{
+    const char *name = s->name;
+    if (!strcmp(name, "COHORT_DEBUG_SUBSYS")) return check_subsys(name, v);
+    if (!strcmp(name, "COHORT_HIERARCHICAL")) {
+        int mode;
+        return cohort_job_hier_parse(v, &mode);
+    }
+    if (!strcmp(name, "COHORT_SHM_COLL_CHUNK")) {
+        long c;
+        cohort_status_t st = cohort_parse_long(name, v, 0, 64L << 20, &c);
+        if (!st && c != 0 && c < 4096)   /* the shm transport's own words */
+            st = cohort_error(COHORT_ERR_INVALID_ARG, "%s=%ld is out of range: bytes per round "
+                              "of the node collectives, 4096 to %ld, or 0 for none "
+                              "(collectives then run over point-to-point)", name, c, 64L << 20);
+        return st;
+    }
+    if (!*v) return COHORT_SUCCESS;   /* lists and paths: empty means unset */
+    if (!strcmp(name, "COHORT_TRANSPORTS")) {
+        cohort_transport_list_t list;
+        cohort_status_t st = cohort_transport_list_parse(name, v, &list);
+        return st ? st : cohort_plugins_check_names(&list);
+    }
+    if (!strcmp(name, "COHORT_PLUGIN_PATH")) return check_plugin_path(name, v);
+    if (!strcmp(name, "COHORT_SOCKET_IFNAME")) return check_ifname(name, v);
+    if (!strcmp(name, "COHORT_ALGO")) return check_algo(name, v);
+    if (!strcmp(name, "COHORT_RENDEZVOUS")) return check_rendezvous(name, v);
+    if (!strcmp(name, "COHORT_TOPO_FILE")) {
+        const char *in_use = cohort_config_get(name);
+        if (in_use && !strcmp(in_use, v)) {   /* the one the job loads (and keeps) */
+            const cohort_topo_t *t;
+            return cohort_job_topo(&t);
+        }
+        cohort_topo_t *t = NULL;              /* a file's value the environment overrides */
+        cohort_status_t st = cohort_topo_load(v, &t);
+        if (t) cohort_topo_free(t);
+        if (st) cohort_error_prefix("%s", name);
+        return st;
+    }
+    return cohort_error(COHORT_ERR_INTERNAL, "setting %s has no check; this is a bug in cohort, "
+                        "please report it", name);
+}
+
+static cohort_status_t check_one(const cohort_setting_t *s, const char *v)
+{
+    long l;
+    double d;
+    switch (s->kind) {
+    case COHORT_SET_TEXT: return check_text(s, v);
+    case COHORT_SET_LONG: return cohort_parse_long(s->name, v, (long)s->min, (long)s->max, &l);
+    case COHORT_SET_DOUBLE: return cohort_parse_double(s->name, v, s->min, s->max, &d);
+    case COHORT_SET_WORD: return check_word(s, v);
+    case COHORT_SET_SPECIAL: return check_special(s, v);
+    }
+    return COHORT_ERR_INTERNAL;
+}
+
+/* One value; path: it came from that settings file, whose line is named. */
+static cohort_status_t check_value(const cohort_setting_t *s, const char *v, const char *path,
+                                   int line)
+{
+    /* the checks' own errors are not logged: the one below, with the file's line, is */
+    int old = cohort_error_log_level(COHORT_LOG_NONE);
+    cohort_error_clear();
+    cohort_status_t st = check_one(s, v);
+    cohort_error_log_level(old);
+    if (!st) return COHORT_SUCCESS;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", cohort_last_error()[0] ? cohort_last_error()
+                                                            : "invalid value");
+    if (path) return cohort_error(st, "%s (set in %s, line %d)", msg, path, line);
+    return cohort_error(st, "%s", msg);
+}
+
+cohort_status_t cohort_config_check(void)
+{
+    cohort_status_t st = cohort_config_file_status();
+    if (st) return st;
+    size_t n;
+    const cohort_setting_t *table = cohort_settings(&n);
+    for (size_t i = 0; i < n; i++) {
+        const char *name = table[i].name, *v = cohort_config_get(name);
+        int line = 0;
+        const char *path = NULL, *fv = cohort_config_file_value(name, &line, &path);
+        /* the file's value even where the environment overrides it: a bad line is a bad line */
+        if (fv && fv != v && (st = check_value(&table[i], fv, path, line))) return st;
+        if (v && (st = check_value(&table[i], v, fv == v ? path : NULL, line))) return st;
+    }
+    return COHORT_SUCCESS;
+}
