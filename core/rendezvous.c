@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SUBSYS "boot"
@@ -867,7 +868,7 @@ cohort_status_t cohort_rdv_connect(const char *url, const char *job_id, const vo
                                 "COHORT_TIMEOUT sets the wait", rank, url, tries, timeout_s,
                                 err < 0 ? gai_strerror(-err) : strerror(err), host);
         }
-        struct timespec ts = { 0, (long)backoff_ms * 1000000L };
+        struct timespec ts = { (time_t)(backoff_ms / 1000), (long)(backoff_ms % 1000) * 1000000L };
         nanosleep(&ts, NULL);
         if (backoff_ms < 1000) backoff_ms *= 2;
     }
