@@ -154,6 +154,11 @@ static const failure_t *failure_for(const cohort_comm_t *comm)
     unsigned n = atomic_load(&g_nfail);
     for (unsigned i = 0; i < n; i++) {
         const failure_t *f = &g_fails[i];
+        /* "a rank waits on this one": this rank waits on someone else in turn, and its own
+         * timeout (at about the same moment) names who; that account is the better one */
+        if (f->comm_id == comm->comm_id && f->st == COHORT_ERR_TIMEOUT && f->about == g_rank &&
+            f->about >= 0)
+            continue;
         if (f->comm_id == comm->comm_id) return f;
         if (f->comm_id) continue;
         if (f->about == g_rank) continue;   /* this rank's own abort: it knows */

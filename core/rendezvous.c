@@ -524,11 +524,16 @@ static int handle_msg(cohort_rdv_server_t *s, rdv_conn_t *c)
                 return -1;
             }
             uint64_t id;
+            int32_t about;
             memcpy(&id, payload, sizeof id);
+            memcpy(&about, payload + 8, sizeof about);
+            /* one per communicator and rank it is about (a chain of timeouts: the rank blamed
+             * first may blame another in turn) */
+            uint64_t key = id ^ ((uint64_t)(uint32_t)about * 0x9e3779b97f4a7c15ull);
             int seen = 0;
-            for (int i = 0; i < s->nnoticed && !seen; i++) seen = s->noticed[i] == id;
+            for (int i = 0; i < s->nnoticed && !seen; i++) seen = s->noticed[i] == key;
             if (seen || s->shutting_down) break;
-            if (s->nnoticed < MAX_NOTICED) s->noticed[s->nnoticed++] = id;
+            if (s->nnoticed < MAX_NOTICED) s->noticed[s->nnoticed++] = key;
             char msg[900];
             text_of(payload + NOTICE_HEAD, h.nbytes - NOTICE_HEAD, msg, sizeof msg);
             cohort_log(COHORT_LOG_WARN, SUBSYS, "rendezvous: communicator %016llx failed: %s",
