@@ -592,7 +592,16 @@ static void read_conn(cohort_rdv_server_t *s, rdv_conn_t *c)
             c->in = n;
             c->in_cap = cap;
         }
-        ssize_t r = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+        /* A connection that has not proved itself gets no more than a hello's bytes read: a
+         * stranger cannot make the server buffer what it sends. */
+        size_t want = c->in_cap - c->in_len;
+        if (c->rank < 0) {
+            if (c->in_len >= sizeof(rdv_hello_t)) break;
+            want = sizeof(rdv_hello_t) - c->in_len;
+        } else if (c->in_len > sizeof(rdv_hdr_t) + RDV_MAX_PAYLOAD) {
+            break;   /* more than one whole message waits: handle it first */
+        }
+        ssize_t r = recv(c->fd, c->in + c->in_len, want, 0);
         if (r > 0) {
             c->in_len += (size_t)r;
             continue;
