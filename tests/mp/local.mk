@@ -19,4 +19,4 @@ check_PROGRAMS += tests/mp/faulty
 tests_mp_faulty_SOURCES = tests/mp/faulty.c
 tests_mp_faulty_LDADD = libcohort.la
 TESTS += tests/mp/test_faults.sh
-dist_noinst_SCRIPTS += tests/mp/test_faults.sh
+dist_noinst_SCRIPTS += tests/mp/test_faults.sh tests/mp/faults_lib.sh

@@ -37,19 +37,7 @@ trap '[ -n "$cr" ] && kill -TERM "$cr" 2>/dev/null; [ -n "$pgid" ] && kill -9 --
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
-secs() { printf '%d.%03d' $(( $1 / 1000 )) $(( $1 % 1000 )); }   # ms -> "s.mmm"
-# wait_files DIR LIMIT_S NAME...: polls (0.05 s) until every DIR/NAME exists; 1 at the deadline
-wait_files() {
-    _d=$1 _end=$(( $(now_ms) + $2 * 1000 )); shift 2
-    while :; do
-        _all=1
-        for _f in "$@"; do [ -f "$_d/$_f" ] || { _all=0; break; }; done
-        [ $_all = 1 ] && return 0
-        [ "$(now_ms)" -ge $_end ] && return 1
-        sleep 0.05
-    done
-}
+. "$top_srcdir/tests/mp/faults_lib.sh"
 # rank_pids DIR NP: the pids the ranks wrote (for the leftover checks)
 rank_pids() { for _r in $(seq 0 $(($2 - 1))); do cat "$1/pid.$_r" 2>/dev/null; done; }
 # names_rank FILE K: whether the message in FILE names rank K ("rank K" not followed by a digit)
@@ -127,17 +115,7 @@ fault_case() {
         : >"$d/go"
     fi
     # every survivor's exit status, each with the time it took from the kill
-    end=$((t0 + FAIL_LIMIT * 1000))
-    pending=$survivors
-    while [ -n "$pending" ] && [ "$(now_ms)" -lt $end ]; do
-        left=""
-        for r in $pending; do
-            if [ -f "$d/rc.$r" ]; then echo $(( $(now_ms) - t0 )) >"$d/took.$r"
-            else left="$left $r"; fi
-        done
-        pending=$left
-        [ -n "$pending" ] && sleep 0.05
-    done
+    wait_survivors "$d" "$t0" "$FAIL_LIMIT" $survivors
     # verdict
     bad="" unnamed="" report=""
     for r in $survivors; do

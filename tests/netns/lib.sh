@@ -178,3 +178,14 @@ netns_run() { ip netns exec "$NETNS_SW" "$@"; }
 
 # netns_leftovers: prints the namespaces of this run that still exist (nothing when clean)
 netns_leftovers() { ip netns list 2>/dev/null | grep "^${NETNS_P}" ; }
+# netns_check_clean: after netns_cleanup, an ok/not_ok case (tests/mp/lib.sh) that nothing of
+# this run is left: no namespace with its prefix, no link of it in the root namespace.
+netns_check_clean() {
+    _left=$(netns_leftovers)
+    _mine=$(ip -o link | grep -E "sw-|$NETNS_P" | cut -d: -f2)
+    if [ -z "$_left" ] && [ -z "$_mine" ]; then
+        ok "no namespace, veth or bridge left behind"
+    else
+        not_ok "left behind: namespaces: ${_left:-none}; links in the root namespace: ${_mine:-none}"
+    fi
+}

@@ -196,11 +196,5 @@ fi
 # so no namespace named with this run's prefix means nothing is left. (The root namespace's link
 # count is no measure: other jobs on the machine may add links meanwhile.)
 netns_cleanup
-left=$(netns_leftovers)
-mine=$(ip -o link | grep -E "sw-|$NETNS_P" | cut -d: -f2)
-if [ -z "$left" ] && [ -z "$mine" ]; then
-    ok "no namespace, veth or bridge left behind"
-else
-    not_ok "left behind: namespaces: ${left:-none}; links in the root namespace: ${mine:-none}"
-fi
+netns_check_clean
 finish

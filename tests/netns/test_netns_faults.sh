@@ -44,18 +44,7 @@ cr=""
 NETNS_AT_EXIT='[ -n "$cr" ] && kill -9 "$cr" 2>/dev/null; rm -rf "$tmp"'
 netns_setup   # skips (77) without root or iproute2; installs the clean-up trap
 
-now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
-secs() { printf '%d.%03d' $(( $1 / 1000 )) $(( $1 % 1000 )); }
-wait_files() {   # wait_files DIR LIMIT_S NAME...: polls until every DIR/NAME exists
-    _d=$1 _end=$(( $(now_ms) + $2 * 1000 )); shift 2
-    while :; do
-        _all=1
-        for _f in "$@"; do [ -f "$_d/$_f" ] || { _all=0; break; }; done
-        [ $_all = 1 ] && return 0
-        [ "$(now_ms)" -ge $_end ] && return 1
-        sleep 0.05
-    done
-}
+. "$top_srcdir/tests/mp/faults_lib.sh"
 
 # names_cut FILE: whether the message in FILE names a rank of the cut node: "rank K" for one of
 # its ranks ($lost) and, as the ranks of a hierarchical collective's sub-groups are numbered
@@ -94,17 +83,7 @@ cut_case() {
             t0=$(now_ms)
             : >"$d/go"
         fi
-        end=$((t0 + FAIL_LIMIT * 1000))
-        pending=$survivors
-        while [ -n "$pending" ] && [ "$(now_ms)" -lt $end ]; do
-            left=""
-            for r in $pending; do
-                if [ -f "$d/rc.$r" ]; then echo $(( $(now_ms) - t0 )) >"$d/took.$r"
-                else left="$left $r"; fi
-            done
-            pending=$left
-            [ -n "$pending" ] && sleep 0.05
-        done
+        wait_survivors "$d" "$t0" "$FAIL_LIMIT" $survivors
         bad="" unnamed="" report="" nsurv=0 nun=0
         for r in $survivors; do
             rc=$(cat "$d/rc.$r" 2>/dev/null)
@@ -201,11 +180,5 @@ if want c; then
 fi
 netns_cleanup
 
-left=$(netns_leftovers)
-mine=$(ip -o link | grep -E "sw-|$NETNS_P" | cut -d: -f2)
-if [ -z "$left" ] && [ -z "$mine" ]; then
-    ok "no namespace, veth or bridge left behind"
-else
-    not_ok "left behind: namespaces: ${left:-none}; links in the root namespace: ${mine:-none}"
-fi
+netns_check_clean
 finish
