@@ -108,11 +108,7 @@ cohort_status_t cohort_allreduce_rd(cohort_comm_t *comm, const cohort_coll_args_
         return COHORT_SUCCESS;
     }
 
-    size_t slice = cohort_coll_slice_bytes(comm) / es;
-    if (slice == 0)
-        slice = 1;
-    if (slice > count)
-        slice = count;
+    size_t slice = cohort_coll_slice_elems(comm, es, count);
     char *tmp = NULL;
     int p2 = 1;
     while (p2 * 2 <= n)

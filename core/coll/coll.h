@@ -76,6 +76,14 @@ static inline size_t cohort_coll_slice_bytes(const cohort_comm_t *comm)
     size_t c = cohort_coll_chunk_size(comm);
     return c > SIZE_MAX / COHORT_COLL_SLICE_CHUNKS ? SIZE_MAX : c * COHORT_COLL_SLICE_CHUNKS;
 }
+/* Elements of esize bytes in a slice, at least 1 and at most count (count > 0). */
+static inline size_t cohort_coll_slice_elems(const cohort_comm_t *comm, size_t esize,
+                                             size_t count)
+{
+    size_t slice = cohort_coll_slice_bytes(comm) / esize;
+    if (slice == 0) slice = 1;
+    return slice > count ? count : slice;
+}
 /* Parsed COHORT_ALGO of this communicator (never NULL; may be empty). */
 const cohort_algo_spec_t *cohort_coll_algo_spec(const cohort_comm_t *comm);
 

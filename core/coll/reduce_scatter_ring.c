@@ -63,11 +63,7 @@ cohort_status_t cohort_reduce_scatter_ring(cohort_comm_t *comm, const cohort_col
     int aside = recvbuf != sendbuf + (size_t)cohort_comm_rank(comm) * bytes &&
                 overlaps(recvbuf, bytes, sendbuf, (size_t)n * bytes);
     /* Slices of the blocks (whole elements), the same on every rank. */
-    size_t slice = cohort_coll_slice_bytes(comm) / es;
-    if (slice == 0)
-        slice = 1;
-    if (slice > rc)
-        slice = rc;
+    size_t slice = cohort_coll_slice_elems(comm, es, rc);
     size_t sb = slice * es;   /* bytes of a full slice */
 
     cohort_ring_ctx_t c;
