@@ -243,12 +243,13 @@ cohort_status_t cohort_jobctl_check(cohort_comm_t *comm)
 }
 
 /* With mu held: waits up to ms for cond() to hold, reading the channel. */
-static void wait_for(cohort_comm_t *comm, int ms, int (*cond)(int), int arg)
+static void wait_for(cohort_comm_t *comm, int ms, int (*cond)(const cohort_comm_t *, int),
+                     int arg)
 {
     uint64_t deadline = cohort_now_ns() + (uint64_t)ms * 1000000ull;
     for (;;) {
         drain_locked(comm);
-        if (cond(arg)) return;
+        if (cond(comm, arg)) return;
         int fd = g_cl ? cohort_rdv_fd(g_cl) : -1;
         uint64_t now = cohort_now_ns();
         if (fd < 0 || now >= deadline) return;
@@ -258,16 +259,15 @@ static void wait_for(cohort_comm_t *comm, int ms, int (*cond)(int), int arg)
     }
 }
 
-static cohort_comm_t *g_waiting;   /* for has_failure, under mu */
-
-static int has_failure(int unused)
+static int has_failure(const cohort_comm_t *comm, int unused)
 {
     (void)unused;
-    return failure_for(g_waiting) != NULL;
+    return failure_for(comm) != NULL;
 }
 
-static int has_note(int rank)
+static int has_note(const cohort_comm_t *comm, int rank)
 {
+    (void)comm;
     for (int i = 0; i < g_nnotes; i++)
         if (g_notes[i].rank == rank) return 1;
     return 0;
@@ -291,7 +291,6 @@ cohort_status_t cohort_jobctl_failure(cohort_comm_t *comm, cohort_status_t st, i
         return st;
     }
     int about = peer >= 0 && peer < comm->nranks ? comm->world_of[peer] : -1;
-    g_waiting = comm;
     /* A rank that timed out waiting on a rank of its own node is most likely at the end of a
      * chain of waits (its node peer waits across the network in turn): it lets the rank nearer
      * to the cause speak first. */
@@ -325,7 +324,6 @@ cohort_status_t cohort_jobctl_failure(cohort_comm_t *comm, cohort_status_t st, i
             snprintf(extra + used, sizeof extra - used, " [rank %d did not say what it called "
                      "within %d ms: it is not inside a cohort call]", peer, NOTE_WAIT_MS);
     }
-    g_waiting = NULL;
     comm->jobctl_seen = atomic_load(&g_nfail);   /* this failure is the one being returned */
     pthread_mutex_unlock(&mu);
     if (extra[0]) cohort_error(st, "%.1500s%s", own, extra);

@@ -1023,8 +1023,9 @@ cohort_status_t cohort_rdv_next_event(cohort_rdv_client_t *c, cohort_rdv_event_t
     ssize_t r = recv(c->fd, hp, sizeof h, MSG_PEEK | MSG_DONTWAIT);
     if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
         ev->kind = COHORT_RDV_EV_GONE;
-        snprintf(ev->text, sizeof ev->text, "%s", r == 0 ? "the connection was closed"
-                                                          : strerror(errno));
+        snprintf(ev->text, sizeof ev->text, "%s", r == 0 ? "the rendezvous server closed the "
+                 "connection (its process ended, or it refused us: see its log)"
+                 : strerror(errno));
         close(c->fd);
         c->fd = -1;
         return COHORT_SUCCESS;
@@ -1119,23 +1120,15 @@ ssize_t cohort_rdv_encode_notice(char *buf, size_t len, int about, cohort_status
 cohort_status_t cohort_rdv_check(cohort_rdv_client_t *c)
 {
     if (!c) return COHORT_SUCCESS;
-    struct pollfd p = { c->fd, POLLIN, 0 };
-    if (poll(&p, 1, 0) <= 0) return COHORT_SUCCESS;
-    uint64_t deadline = cohort_now_ns() + 1000000000ull;
-    rdv_hdr_t h;
-    cohort_status_t st = io_all(c->fd, &h, sizeof h, 0, deadline, "reading the rendezvous");
+    cohort_rdv_event_t ev;
+    cohort_status_t st = cohort_rdv_next_event(c, &ev);
     if (st) return st;
-    char text[1024];
-    if (h.type == MSG_FAIL || h.type == MSG_MISSING) {
-        st = read_text(c, &h, text, sizeof text, deadline);
-        if (st) return st;
-        if (h.type == MSG_FAIL)
-            return cohort_error(COHORT_ERR_PEER_LOST, "bootstrap failed: %s", text);
-        return COHORT_SUCCESS;   /* a late answer to an earlier round's query */
-    }
-    if (h.type == MSG_NOTE) return read_text(c, &h, text, sizeof text, deadline);
-    return cohort_error(COHORT_ERR_INTERNAL, "unexpected message type %u from the rendezvous "
-                        "between rounds", h.type);
+    if (ev.kind == COHORT_RDV_EV_FAIL)
+        return cohort_error(COHORT_ERR_PEER_LOST, "bootstrap failed: %s", ev.text);
+    if (ev.kind == COHORT_RDV_EV_GONE || ev.kind == COHORT_RDV_EV_SHUTDOWN)
+        return cohort_error(COHORT_ERR_PEER_LOST, "reading the rendezvous failed: %s",
+                            ev.kind == COHORT_RDV_EV_GONE ? ev.text : "the server shut down");
+    return COHORT_SUCCESS;   /* a note, or a late answer to an earlier round's query */
 }
 
 void cohort_rdv_fail(cohort_rdv_client_t *c, const char *msg)
