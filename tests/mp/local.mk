@@ -18,5 +18,5 @@ dist_noinst_SCRIPTS += tests/mp/test_reliability.sh tests/mp/test_collectives.sh
 check_PROGRAMS += tests/mp/faulty
 tests_mp_faulty_SOURCES = tests/mp/faulty.c
 tests_mp_faulty_LDADD = libcohort.la
-TESTS += tests/mp/test_faults.sh
-dist_noinst_SCRIPTS += tests/mp/test_faults.sh tests/mp/faults_lib.sh
+TESTS += tests/mp/test_faults.sh tests/mp/test_faults_nolauncher.sh
+dist_noinst_SCRIPTS += tests/mp/test_faults.sh tests/mp/test_faults_nolauncher.sh tests/mp/faults_lib.sh
