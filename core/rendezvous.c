@@ -27,6 +27,16 @@
 #define RDV_VERSION 2u
 #define RDV_MAX_PAYLOAD (64u << 20)
 #define HELLO_TIMEOUT_NS (10ull * 1000000000ull)
+/* Connections that have not sent a valid hello yet are at most nranks + PENDING_SLACK at once
+ * (a job's ranks connect in a burst); past that the server takes no new one until the oldest,
+ * once it waited PENDING_EVICT_NS for its hello (ranks send theirs at once), is dropped. */
+#define PENDING_SLACK 64
+#define PENDING_EVICT_NS (100ull * 1000000ull)
+/* accept() out of descriptors: listen again after this (the listening socket stays readable) */
+#define ACCEPT_PAUSE_NS (100ull * 1000000ull)
+/* Refusals are logged at WARN once per peer address (IP), then at INFO: a port scan or a
+ * misconfigured job from one host does not flood the log. */
+#define MAX_WARNED 64
 
 enum { MSG_GATHER = 1, MSG_RESULT = 2, MSG_FAIL = 3, MSG_BYE = 4, MSG_QUERY = 5, MSG_MISSING = 6,
        MSG_NOTE = 7, MSG_STALL = 8, MSG_SHUTDOWN = 9, MSG_NOTICE = 10 };
@@ -137,6 +147,12 @@ struct cohort_rdv_server {
     pthread_t thread;
     int has_thread;
     atomic_int stop;
+    /* strangers: addresses already warned about, refusals since, accept back-off */
+    char warned[MAX_WARNED][INET6_ADDRSTRLEN];
+    int nwarned;
+    unsigned long quiet_refusals;
+    uint64_t accept_pause_until;
+    int accept_err_logged;
 };
 
 static void conn_queue(rdv_conn_t *c, uint32_t type, uint32_t round, const void *data,
@@ -310,11 +326,91 @@ void cohort_rdv_server_missing(const cohort_rdv_server_t *s, char *buf, size_t l
         }
 }
 
+/* The IP of "ip:port" (IPv6 addresses hold colons: the port is after the last one). */
+static void addr_host(const char *addr, char *host, size_t len)
+{
+    const char *colon = strrchr(addr, ':');
+    size_t n = colon ? (size_t)(colon - addr) : strlen(addr);
+    if (n >= len) n = len - 1;
+    memcpy(host, addr, n);
+    host[n] = '\0';
+}
+
+static void refuse(cohort_rdv_server_t *s, rdv_conn_t *c, const char *why)
+{
+    char host[INET6_ADDRSTRLEN];
+    addr_host(c->addr, host, sizeof host);
+    int seen = 0;
+    for (int i = 0; i < s->nwarned && !seen; i++) seen = strcmp(s->warned[i], host) == 0;
+    if (seen || s->nwarned == MAX_WARNED) {
+        s->quiet_refusals++;
+        cohort_log(COHORT_LOG_INFO, SUBSYS, "rendezvous: refused connection from %s: %s "
+                   "(%lu refusals not logged at WARN so far)", c->addr, why, s->quiet_refusals);
+    } else {
+        snprintf(s->warned[s->nwarned++], sizeof s->warned[0], "%s", host);
+        cohort_log(COHORT_LOG_WARN, SUBSYS, "rendezvous: refused connection from %s: %s%s",
+                   c->addr, why, s->nwarned == MAX_WARNED
+                   ? " (64 addresses refused: further refusals are logged at INFO only)"
+                   : " (further refusals from this address are logged at INFO only)");
+    }
+    rdv_ack_t ack = { RDV_MAGIC, -1, { 0 } };
+    ssize_t w = send(c->fd, &ack, sizeof ack, MSG_NOSIGNAL);
+    (void)w;
+    c->rank = -1;
+    conn_drop(s, c);
+}
+
+/* How many connections wait for their hello; *oldest: the one waiting longest (or NULL). */
+static int pending_conns(cohort_rdv_server_t *s, rdv_conn_t **oldest)
+{
+    int n = 0;
+    *oldest = NULL;
+    for (int i = 0; i < s->nconns; i++) {
+        rdv_conn_t *c = &s->conns[i];
+        if (c->fd < 0 || c->rank >= 0) continue;
+        n++;
+        if (!*oldest || c->deadline_ns < (*oldest)->deadline_ns) *oldest = c;
+    }
+    return n;
+}
+
 static void accept_new(cohort_rdv_server_t *s)
 {
     for (;;) {
+        uint64_t now = cohort_now_ns();
+        rdv_conn_t *oldest;
+        if (pending_conns(s, &oldest) >= s->nranks + PENDING_SLACK) {
+            uint64_t since = oldest->deadline_ns - HELLO_TIMEOUT_NS;
+            if (now < since + PENDING_EVICT_NS) {   /* let the kernel's backlog hold the rest */
+                s->accept_pause_until = since + PENDING_EVICT_NS;
+                return;
+            }
+            refuse(s, oldest, "too many connections waiting for a hello at once; dropped the "
+                   "one waiting longest (a port scan or a connection flood?)");
+        }
         int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) return;
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+            /* EMFILE, ENFILE, ENOBUFS, ENOMEM: the listening socket stays readable, so polling
+             * it again at once would spin. Pause, and free a descriptor held by a stranger. */
+            if (!s->accept_err_logged) {
+                s->accept_err_logged = 1;
+                cohort_log(COHORT_LOG_WARN, SUBSYS, "rendezvous: cannot accept connections on "
+                           "port %d: %s; retrying every %llu ms%s", s->port, strerror(errno),
+                           ACCEPT_PAUSE_NS / 1000000ull, errno == EMFILE || errno == ENFILE
+                           ? " (raise the descriptor limit: ulimit -n)" : "");
+            }
+            s->accept_pause_until = now + ACCEPT_PAUSE_NS;
+            for (int i = 0; i < s->nconns; i++) {   /* ranks send their hello at once */
+                rdv_conn_t *c = &s->conns[i];
+                if (c->fd >= 0 && c->rank < 0 &&
+                    now >= c->deadline_ns - HELLO_TIMEOUT_NS + PENDING_EVICT_NS)
+                    refuse(s, c, "out of descriptors; dropped as it sent no hello within "
+                           "100 ms");
+            }
+            return;
+        }
         if (s->nconns == s->capconns) {
             int cap = s->capconns ? s->capconns * 2 : 16;
             rdv_conn_t *nc = realloc(s->conns, (size_t)cap * sizeof *nc);
@@ -326,23 +422,13 @@ static void accept_new(cohort_rdv_server_t *s)
         memset(c, 0, sizeof *c);
         c->fd = fd;
         c->rank = -1;
-        c->deadline_ns = cohort_now_ns() + HELLO_TIMEOUT_NS;
+        c->deadline_ns = now + HELLO_TIMEOUT_NS;
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         peer_name(fd, c->addr, sizeof c->addr);
     }
 }
 
-static void refuse(cohort_rdv_server_t *s, rdv_conn_t *c, const char *why)
-{
-    cohort_log(COHORT_LOG_WARN, SUBSYS, "rendezvous: refused connection from %s: %s", c->addr,
-               why);
-    rdv_ack_t ack = { RDV_MAGIC, -1, { 0 } };
-    ssize_t w = send(c->fd, &ack, sizeof ack, MSG_NOSIGNAL);
-    (void)w;
-    c->rank = -1;
-    conn_drop(s, c);
-}
 
 static void handle_hello(cohort_rdv_server_t *s, rdv_conn_t *c)
 {
@@ -630,8 +716,15 @@ cohort_status_t cohort_rdv_server_progress(cohort_rdv_server_t *s, int timeout_m
     int n = s->nconns + 1;
     struct pollfd *pfd = calloc((size_t)n, sizeof *pfd);
     if (!pfd) return cohort_error(COHORT_ERR_NO_MEMORY, "rendezvous: no memory");
-    pfd[0].fd = s->lfd;
+    /* while accepting is paused (out of descriptors, or too many strangers waiting) the
+     * listening socket is left out, and the poll bounded by the pause */
+    uint64_t now0 = cohort_now_ns();
+    pfd[0].fd = now0 < s->accept_pause_until ? -1 : s->lfd;
     pfd[0].events = POLLIN;
+    if (pfd[0].fd < 0) {
+        int left = (int)((s->accept_pause_until - now0) / 1000000ull) + 1;
+        if (timeout_ms < 0 || timeout_ms > left) timeout_ms = left;
+    }
     for (int i = 0; i < s->nconns; i++) {
         rdv_conn_t *c = &s->conns[i];
         pfd[i + 1].fd = c->fd;
