@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -197,8 +198,10 @@ static int peer_closed(void *v)
 }
 
 /* One attack: sends `len` bytes (or nothing), expects the endpoint to close without answering
- * and one WARN line with our address and `reason`. */
+ * and one line with our address and `reason`: at WARN for the first refusal from this IP, at
+ * INFO for the later ones (a scan from one address does not flood the log). */
 static char logbuf[1 << 16];
+static int attacks;
 static void capture_read(void);
 
 static void attack(ep_t *e, const char *name, const void *bytes, size_t len,
@@ -228,14 +231,20 @@ static void attack(ep_t *e, const char *name, const void *bytes, size_t len,
         line = p;
     }
     (void)lines;
-    CHECK(line != NULL, "%s: no WARN line names %s", name, me);
+    CHECK(line != NULL, "%s: no line names %s", name, me);
+    const char *level = attacks++ == 0 ? " WARN " : " INFO ";
     if (line) {
+        const char *bol = line;
+        while (bol > logbuf && bol[-1] != '\n') bol--;
         const char *eol = strchr(line, '\n');
         size_t l = eol ? (size_t)(eol - line) : strlen(line);
-        char text[600];
+        char text[600], head[200];
         snprintf(text, sizeof text, "%.*s", (int)l, line);
-        CHECK(strstr(text, reason) != NULL, "%s: the WARN line does not say '%s': %s", name,
+        snprintf(head, sizeof head, "%.*s", (int)(line - bol), bol);
+        CHECK(strstr(text, reason) != NULL, "%s: the log line does not say '%s': %s", name,
               reason, text);
+        CHECK(strstr(head, level) != NULL, "%s: refusal %d from this address is not logged at%s"
+              "(%s%s)", name, attacks, level, head, text);
         printf("ok    %-28s %s\n", name, strstr(text, ": ") ? strstr(text, ": ") + 2 : text);
     }
 }
@@ -688,6 +697,8 @@ int main(int argc, char **argv)
     cohort_tp_conn_t acc = NULL;
     CHECK(T->accept(e0.ep, 1, &acc) == COHORT_SUCCESS, "accept");
 
+    setenv("COHORT_DEBUG", "INFO", 1);   /* the later refusals are at INFO */
+    cohort_log_reset();
     capture_start();
     tcp_hello_t h;
     unsigned char b[TCP_HELLO_SIZE];
@@ -752,6 +763,64 @@ int main(int argc, char **argv)
     attack(&e0, "duplicate socket", b, sizeof b, "duplicate connection", 0);
     exchange(&e0, &e1, acc, con, 1000, "after the duplicate");
     capture_stop();
+    setenv("COHORT_DEBUG", "WARN", 1);
+    cohort_log_reset();
+
+    /* ---- accept() out of descriptors ---------------------------------------------------- */
+    /* Connections wait in the listen backlog; then this process may open no descriptor more,
+     * and progress() meets EMFILE: one WARN, the listener leaves epoll for 100 ms (else ep_fd
+     * would stay readable and every wait on it would spin), and after the limit is back the
+     * waiting connections are taken. */
+    {
+        capture_start();
+        enum { NWAIT = 4 };
+        int waiting[NWAIT];
+        char me[80];
+        for (int i = 0; i < NWAIT; i++) {
+            waiting[i] = raw_connect(&e0.a, me, sizeof me);
+            CHECK(waiting[i] >= 0, "out of descriptors: connect %d", i);
+        }
+        struct rlimit rl, low;
+        getrlimit(RLIMIT_NOFILE, &rl);
+        low = rl;
+        int used = 0;   /* the highest descriptor in use: no new one may be opened */
+        for (int fd = 0; fd < 4096; fd++)
+            if (fcntl(fd, F_GETFD) >= 0) used = fd + 1;
+        low.rlim_cur = (rlim_t)used;
+        CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0, "setrlimit: %s", strerror(errno));
+        static int fill[4096];   /* and the free numbers below it taken */
+        int nfill = 0;
+        while (nfill < 4096 && (fill[nfill] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+            nfill++;
+        for (int i = 0; i < 5; i++) T->progress(e0.ep);
+        struct pollfd pf = { T->ep_fd(e0.ep), POLLIN, 0 };
+        double t0 = now();
+        int r = poll(&pf, 1, 60);
+        CHECK(r == 0, "out of descriptors: ep_fd was readable after %.1f ms with nothing to do "
+              "(the failing listener stays in epoll)", (now() - t0) * 1e3);
+        for (int i = 0; i < 5; i++) T->progress(e0.ep);
+        setrlimit(RLIMIT_NOFILE, &rl);
+        for (int i = 0; i < nfill; i++) close(fill[i]);
+        capture_read();
+        int warns = 0;
+        for (const char *q = logbuf; (q = strstr(q, "Too many open files; retrying every")); q++)
+            warns++;
+        CHECK(warns == 1, "out of descriptors: %d WARN lines for 10 progress calls (want 1): %s",
+              warns, logbuf);
+        /* with descriptors back, the waiting connections are accepted: each is refused once
+         * it hangs up without a hello */
+        for (int i = 0; i < NWAIT; i++) shutdown(waiting[i], SHUT_WR);
+        for (int i = 0; i < NWAIT; i++) {
+            closed_arg_t c = { waiting[i], 0, 0 };
+            ep_t *eps[1] = { &e0 };
+            CHECK(drive(eps, 1, 10.0, peer_closed, &c) && c.closed, "out of descriptors: "
+                  "connection %d was not taken after the limit came back", i);
+            close(waiting[i]);
+        }
+        capture_stop();
+        if (warns == 1 && r == 0) printf("ok    %-28s one WARN, ep_fd quiet, taken later\n",
+                                          "accept out of descriptors");
+    }
 
     /* ---- the connector authenticates the acceptor too --------------------------------- */
     ep_t e2;

@@ -56,6 +56,8 @@
 #define TCP_DIRECT_MIN ((size_t)8 * 1024)      /* read straight into the user buffer above this */
 #define TCP_SCRATCH_SIZE ((size_t)64 * 1024)   /* where discarded payload goes */
 #define TCP_MAX_INCOMING 1024                   /* unauthenticated sockets kept at once */
+#define TCP_MAX_WARNED 32                       /* peer IPs whose refusal was logged at WARN */
+#define TCP_ACCEPT_PAUSE_MS 100                 /* accept() out of descriptors: retry after */
 #define TCP_IOV_BATCH 64
 #define TCP_ADDRSTR 64
 #define TCP_DEFAULT_PROBE_MS 1000
@@ -100,6 +102,7 @@ typedef struct tcp_listener {
     int fd;
     tcp_cand_t cand;               /* as published (port included) */
     char addrstr[TCP_ADDRSTR];
+    double paused_until;           /* accept() ran out of descriptors: off epoll until then */
 } tcp_listener_t;
 
 /* What can_reach found for one peer. */
@@ -217,6 +220,10 @@ typedef struct tcp_ep {
     incoming_t *inc_h, *inc_t;     /* handshaking, oldest first */
     int ninc;
     incoming_t *early;             /* authenticated, unclaimed */
+    /* refusals are logged at WARN once per peer IP (then INFO): a scan does not flood the log */
+    char warned[TCP_MAX_WARNED][TCP_ADDRSTR];
+    int nwarned;
+    int accept_err_logged;
     tcp_conn_t *conns;
     unsigned char *scratch;
     /* Wake-up for completions the caller cannot have seen: a request that completes inside
@@ -231,6 +238,13 @@ typedef struct tcp_ep {
 } tcp_ep_t;
 
 /* ---- small helpers ----------------------------------------------------------------------- */
+
+static double mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
 
 static int ct_equal(const unsigned char *a, const unsigned char *b, size_t n)
 {
@@ -915,8 +929,22 @@ static void inc_reject(tcp_ep_t *ep, incoming_t *in, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    ep->host->log(COHORT_LOG_WARN, SUBSYS, "tcp: refused a connection from %s to rank %d "
-                  "(%s): %s", in->addr, ep->rank, in->lis->addrstr, why);
+    /* the IP: "ip:port", or "[ip6]:port" */
+    char ip[TCP_ADDRSTR];
+    const char *colon = strrchr(in->addr, ':');
+    size_t n = colon ? (size_t)(colon - in->addr) : strlen(in->addr);
+    if (n >= sizeof ip) n = sizeof ip - 1;
+    memcpy(ip, in->addr, n);
+    ip[n] = '\0';
+    int seen = 0;
+    for (int i = 0; i < ep->nwarned && !seen; i++) seen = strcmp(ep->warned[i], ip) == 0;
+    int warn = !seen && ep->nwarned < TCP_MAX_WARNED;
+    if (warn) snprintf(ep->warned[ep->nwarned++], sizeof ep->warned[0], "%s", ip);
+    ep->host->log(warn ? COHORT_LOG_WARN : COHORT_LOG_INFO, SUBSYS, "tcp: refused a connection "
+                  "from %s to rank %d (%s): %s%s", in->addr, ep->rank, in->lis->addrstr, why,
+                  !warn ? "" : ep->nwarned == TCP_MAX_WARNED
+                  ? " (further refusals from new addresses are logged at INFO only)"
+                  : " (further refusals from this address are logged at INFO only)");
     inc_free(ep, in, 1);
 }
 
@@ -1154,10 +1182,24 @@ static void listen_progress(tcp_listener_t *l)
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-            ep->host->log(COHORT_LOG_WARN, SUBSYS, "tcp: accept on %s (%s, rank %d) failed: %s%s",
-                          l->addrstr, l->cand.ifname, ep->rank, strerror(errno),
-                          (errno == EMFILE || errno == ENFILE)
-                          ? " (out of file descriptors: raise ulimit -n)" : "");
+            /* The listening socket stays readable: leave it out of epoll for a while (else
+             * every progress call, and every wait on ep_fd, would come straight back here),
+             * warn once, and free a descriptor held by the oldest handshake. */
+            int err = errno;
+            if (!ep->accept_err_logged) {
+                ep->accept_err_logged = 1;
+                ep->host->log(COHORT_LOG_WARN, SUBSYS, "tcp: accept on %s (%s, rank %d) failed: "
+                              "%s; retrying every %d ms%s", l->addrstr, l->cand.ifname, ep->rank,
+                              strerror(err), TCP_ACCEPT_PAUSE_MS,
+                              (err == EMFILE || err == ENFILE)
+                              ? " (out of file descriptors: raise ulimit -n)" : "");
+            }
+            struct epoll_event ev = { .events = 0, .data.ptr = &l->ent };
+            if (epoll_ctl(ep->epfd, EPOLL_CTL_MOD, l->fd, &ev) == 0)
+                l->paused_until = mono_ms() + TCP_ACCEPT_PAUSE_MS;
+            if (ep->inc_h && ep->inc_h->state == IN_HELLO)
+                inc_reject(ep, ep->inc_h, "out of descriptors (%s); dropped the oldest "
+                           "connection still in its handshake", strerror(err));
             return;
         }
         incoming_t *in = calloc(1, sizeof *in);
@@ -1231,6 +1273,13 @@ static void sock_event(tsock_t *s, uint32_t revents)
 static cohort_status_t ep_progress(tcp_ep_t *ep)
 {
     struct epoll_event evs[64];
+    for (int i = 0; i < ep->nlis; i++) {   /* listeners paused for lack of descriptors */
+        tcp_listener_t *l = &ep->lis[i];
+        if (l->paused_until > 0 && mono_ms() >= l->paused_until) {
+            struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &l->ent };
+            if (epoll_ctl(ep->epfd, EPOLL_CTL_MOD, l->fd, &ev) == 0) l->paused_until = 0;
+        }
+    }
     for (int round = 0; round < 8; round++) {
         int n = epoll_wait(ep->epfd, evs, 64, 0);
         if (n < 0) {
@@ -1571,12 +1620,6 @@ typedef struct probe {
     char local[TCP_ADDRSTR];       /* PR_OK: this side of the connection */
 } probe_t;
 
-static double mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
 
 /* Errors that say the address cannot be reached from here (not just "nobody on that port"). */
 static int errno_unreachable(int e)
