@@ -36,8 +36,8 @@ static const cohort_setting_t settings[] = {
       "shm: bytes of shared memory per connection (both directions), 64 KiB to 1 GiB",
       NUM(65536, 1073741824) },
     { "COHORT_SHM_EAGER_LIMIT", "65536",
-      "shm: messages up to this size go through the shared ring, larger ones single-copy (CMA)",
-      NUM(0, 4611686018427387904.0) },
+      "shm: messages up to this size go through the shared ring, larger ones single-copy (CMA); "
+      "0 to 1 GiB", NUM(0, 1073741824) },
     { "COHORT_SHM_CMA", "1",
       "shm: 1 uses process_vm_readv for large messages when permitted; 0 copies through shared "
       "memory", NUM(0, 1) },

@@ -668,6 +668,8 @@ START_TEST(config_numbers)
         { "COHORT_SHM_COLL_CHUNK", "0", 1 }, { "COHORT_SHM_COLL_CHUNK", "4096", 1 },
         { "COHORT_SHM_COLL_CHUNK", "4095", 0 }, { "COHORT_SHM_COLL_CHUNK", "67108865", 0 },
         { "COHORT_SHM_EAGER_LIMIT", "0", 1 }, { "COHORT_SHM_EAGER_LIMIT", "-1", 0 },
+        { "COHORT_SHM_EAGER_LIMIT", "1073741824", 1 },
+        { "COHORT_SHM_EAGER_LIMIT", "1073741825", 0 },
         { "COHORT_DEBUG", "info", 1 }, { "COHORT_DEBUG", "Trace", 1 }, { "COHORT_DEBUG", "", 0 },
         { "COHORT_DEBUG", "WARNING", 0 }, { "COHORT_HIERARCHICAL", "auto", 1 },
         { "COHORT_HIERARCHICAL", "yes", 0 }, { "COHORT_DEBUG_SUBSYS", "^init,net", 1 },

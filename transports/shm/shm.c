@@ -1357,9 +1357,9 @@ static cohort_status_t shm_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
                            "shared memory per connection, %ld to %ld bytes", slot, SHM_MIN_SLOT,
                            SHM_MAX_SLOT);
     if ((st = host->setting_long("COHORT_SHM_EAGER_LIMIT", &eager))) return st;
-    if (eager < 0)
-        return host->error(COHORT_ERR_INVALID_ARG, "COHORT_SHM_EAGER_LIMIT=%ld must be >= 0",
-                           eager);
+    if (eager < 0 || eager > (1L << 30))
+        return host->error(COHORT_ERR_INVALID_ARG, "COHORT_SHM_EAGER_LIMIT=%ld is out of range: "
+                           "0 to 1073741824 bytes", eager);
     if ((st = host->setting_long("COHORT_SHM_CMA", &cma))) return st;
     long coll_chunk = SHM_COLL_DEFAULT_ROUND;
     if ((st = host->setting_long("COHORT_SHM_COLL_CHUNK", &coll_chunk))) return st;
