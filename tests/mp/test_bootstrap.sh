@@ -7,22 +7,6 @@ tmp=$(mktemp -d)
 pids=""
 trap 'for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
 
-# A port P with P and P+1 free, below the kernel's ephemeral range (32768-60999 by default):
-# a port the kernel handed out would be taken again at once by the many outgoing connections of
-# the tests running beside this one.
-free_port() {
-    python3 -c '
-import random, socket
-for _ in range(200):
-    p = random.randrange(20000, 32000)
-    try:
-        for q in (p, p + 1):
-            s = socket.socket(); s.bind(("0.0.0.0", q)); s.close()
-        print(p); break
-    except OSError:
-        pass'
-}
-
 # launch N CMD...: starts N ranks of CMD with the per-rank variables set by the function
 # `rank_env R` (printed as VAR=value words), waits for all with a deadline, passes when all
 # exit 0.

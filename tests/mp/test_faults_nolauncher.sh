@@ -29,20 +29,6 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 . "$top_srcdir/tests/mp/faults_lib.sh"
 
-# A port P with P and P+1 free, below the ephemeral range (as in test_bootstrap.sh).
-free_port() {
-    python3 -c '
-import random, socket
-for _ in range(200):
-    p = random.randrange(20000, 32000)
-    try:
-        for q in (p, p + 1):
-            s = socket.socket(); s.bind(("0.0.0.0", q)); s.close()
-        print(p); break
-    except OSError:
-        pass'
-}
-
 NP=3
 N=0
 # fault_case ENV(torchrun|ompi) TRANSPORT VICTIM [--between]
