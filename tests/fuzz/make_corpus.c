@@ -120,6 +120,47 @@ static void addr_seed(const char *name, tcp_addr_t a, int extra)
     put_mode("fuzz_tcp_wire", name, 1, b, (size_t)((long)len + extra));
 }
 
+static void msg_seed(const char *name, uint64_t want, uint64_t cap, unsigned nsocks1,
+                     unsigned whylen1, uint64_t tag, uint64_t len, size_t keep /* 0: all */)
+{
+    unsigned char b[8 + 8 + 1 + 1 + TCP_MSG_HDR_SIZE];
+    tcp_put64(b, want);
+    tcp_put64(b + 8, cap);
+    b[16] = (unsigned char)nsocks1;
+    b[17] = (unsigned char)whylen1;
+    tcp_msg_hdr_encode(b + 18, tag, len);
+    put_mode("fuzz_tcp_wire", name, 2, b, keep && keep < sizeof b ? keep : sizeof b);
+}
+
+/* flags: bit 0 the MAC verifies, bit 1 the acceptor's job id is the hello's */
+static void hello_check_seed(const char *name, unsigned flags, tcp_hello_t h)
+{
+    unsigned char b[13 + TCP_HELLO_SIZE];
+    b[0] = (unsigned char)flags;
+    tcp_put16(b + 1, 3);   /* 4 ranks */
+    tcp_put16(b + 3, 0);   /* this is rank 0 */
+    tcp_put64(b + 5, 7);   /* communicator 7 */
+    tcp_hello_encode(&h, b + 13);
+    put_mode("fuzz_tcp_wire", name, 4, b, sizeof b);
+}
+
+/* broken: 0 none, 1 magic, 2 version, 3 MAC; the ack says rank 2, socket 1 */
+static void ack_check_seed(const char *name, int broken, unsigned peer, unsigned idx)
+{
+    unsigned char b[2 + TCP_MAC_LEN + TCP_ACK_SIZE];
+    b[0] = (unsigned char)peer;
+    b[1] = (unsigned char)idx;
+    unsigned char *mac = b + 2, *k = b + 2 + TCP_MAC_LEN;
+    for (int i = 0; i < TCP_MAC_LEN; i++) mac[i] = (unsigned char)(0x30 + i);
+    tcp_put32(k, broken == 1 ? TCP_HELLO_MAGIC : TCP_ACK_MAGIC);
+    tcp_put32(k + 4, broken == 2 ? 1 : TCP_PROTO_VERSION);
+    tcp_put32(k + 8, 2);
+    tcp_put32(k + 12, 1);
+    memcpy(k + TCP_ACK_MAC_OFF, mac, TCP_MAC_LEN);
+    if (broken == 3) k[TCP_ACK_MAC_OFF + 31] ^= 1;
+    put_mode("fuzz_tcp_wire", name, 5, b, sizeof b);
+}
+
 static void tcp_wire_seeds(void)
 {
     tcp_hello_t h = sample_hello();
@@ -163,14 +204,19 @@ static void tcp_wire_seeds(void)
     memset(a.cand[2].ifname, 'x', TCP_IFNAME_LEN);   /* 16 characters, no NUL on the wire */
     addr_seed("addr-ifname16", a, 0);
 
-    unsigned char m[TCP_MSG_HDR_SIZE];
-    tcp_put64(m, 5);
-    tcp_put64(m + 8, 100);
-    put_mode("fuzz_tcp_wire", "msg", 2, m, sizeof m);
-    tcp_put64(m, UINT64_MAX);
-    tcp_put64(m + 8, 1ull << 63);
-    put_mode("fuzz_tcp_wire", "msg-huge", 2, m, sizeof m);
-    put_mode("fuzz_tcp_wire", "msg-short", 2, m, 9);
+    /* mode 2: {expected tag, receive size, nsocks - 1, reason buffer - 1} then the header */
+    msg_seed("msg", 5, 100, 1, 0, 5, 100, 0);
+    msg_seed("msg-empty", 9, 0, 0, 0, 9, 0, 0);
+    msg_seed("msg-fills", 9, 4096, 0, 0, 9, 4096, 0);
+    msg_seed("msg-tag", 5, 100, 1, 0, 6, 100, 0);
+    msg_seed("msg-too-long", 5, 100, 1, 0, 5, 101, 0);
+    msg_seed("msg-short-reason", 5, 100, 1, 9, 6, 100, 0);
+    msg_seed("msg-striped", 1, 1u << 20, 3, 0, 1, 1u << 20, 0);
+    msg_seed("msg-striped-odd", 1, 1u << 20, 2, 0, 1, TCP_SPLIT_MIN + 2, 0);
+    msg_seed("msg-split-min", 1, 1u << 20, 15, 0, 1, TCP_SPLIT_MIN - 1, 0);
+    msg_seed("msg-huge", UINT64_MAX, UINT64_MAX, 15, 0, UINT64_MAX, 1ull << 63, 0);
+    msg_seed("msg-huge-refused", 2, 1u << 20, 1, 0, 2, UINT64_MAX, 0);
+    msg_seed("msg-short", 5, 100, 1, 0, 5, 100, 25);   /* header cut: zero padded */
 
     unsigned char k[TCP_ACK_SIZE] = {0};
     tcp_put32(k, TCP_ACK_MAGIC);
@@ -180,6 +226,57 @@ static void tcp_wire_seeds(void)
     put_mode("fuzz_tcp_wire", "ack", 3, k, sizeof k);
     tcp_probe_encode(k);
     put_mode("fuzz_tcp_wire", "probe", 3, k, TCP_PROBE_SIZE);
+
+    /* mode 4: the acceptor (rank 0 of 4, communicator 7, job-1234) checks sample_hello */
+    h = sample_hello();
+    hello_check_seed("check-hello", 1, h);
+    hello_check_seed("check-hello-bad-mac", 0, h);
+    hello_check_seed("check-hello-own-job", 3, h);
+    h.magic = TCP_ACK_MAGIC;
+    hello_check_seed("check-hello-magic", 1, h);
+    h = sample_hello();
+    h.version = 3;
+    hello_check_seed("check-hello-version", 1, h);
+    h = sample_hello();
+    snprintf(h.job_id, sizeof h.job_id, "job-12345");
+    hello_check_seed("check-hello-job", 1, h);
+    memset(h.job_id, 0x07, sizeof h.job_id);   /* control characters: printed as '?' */
+    hello_check_seed("check-hello-job-bell", 1, h);
+    h = sample_hello();
+    h.comm_id = 8;
+    hello_check_seed("check-hello-comm", 1, h);
+    h = sample_hello();
+    h.nranks = 5;
+    hello_check_seed("check-hello-nranks", 1, h);
+    h = sample_hello();
+    h.src = 4;
+    hello_check_seed("check-hello-src", 1, h);
+    h = sample_hello();
+    h.dst = 1;
+    hello_check_seed("check-hello-dst", 1, h);
+    h = sample_hello();
+    h.nsocks = 0;
+    h.sock_idx = 0;
+    hello_check_seed("check-hello-nsocks0", 1, h);
+    h = sample_hello();
+    h.nsocks = TCP_MAX_NSOCKS + 1;
+    hello_check_seed("check-hello-nsocks17", 1, h);
+    h = sample_hello();
+    h.sock_idx = 2;
+    hello_check_seed("check-hello-idx", 1, h);
+    h = sample_hello();
+    h.nsocks = TCP_MAX_NSOCKS;
+    h.sock_idx = TCP_MAX_NSOCKS - 1;
+    h.src = 3;
+    hello_check_seed("check-hello-last-socket", 1, h);
+
+    /* mode 5: rank 2's answer for socket 1, checked by the connector */
+    ack_check_seed("check-ack", 0, 2, 1);
+    ack_check_seed("check-ack-magic", 1, 2, 1);
+    ack_check_seed("check-ack-version", 2, 2, 1);
+    ack_check_seed("check-ack-mac", 3, 2, 1);
+    ack_check_seed("check-ack-rank", 0, 3, 1);
+    ack_check_seed("check-ack-socket", 0, 2, 0);
 }
 
 /* ---- fuzz_settings ---------------------------------------------------------------------- */
