@@ -409,7 +409,8 @@ static size_t msg(unsigned char *b, uint32_t type, uint32_t round, uint64_t nbyt
     return 16 + plen;
 }
 
-enum { GATHER = 1, RESULT = 2, FAIL = 3, BYE = 4, QUERY = 5, MISSING = 6 };
+enum { GATHER = 1, RESULT = 2, FAIL = 3, BYE = 4, QUERY = 5, MISSING = 6, NOTE = 7, STALL = 8,
+       SHUTDOWN = 9, NOTICE = 10 };
 
 /* data[0] mode, data[1], data[2], then the bytes. */
 static void rdv_seed(const char *name, unsigned mode, unsigned b1, unsigned b2,
@@ -517,6 +518,121 @@ static void rdv_seeds(void)
     rdv_seed("client-partial-header", 2, 3, 0, b, 7);
 }
 
+#define NOTICE_PAYLOAD_MAX 1024
+
+/* ---- fuzz_ctl --------------------------------------------------------------------------- */
+
+/* A NOTICE's payload: comm id u64, about i32, status i32, then the text (with its NUL unless
+ * textlen says otherwise). */
+static size_t notice(unsigned char *b, uint64_t comm, int32_t about, int32_t status,
+                     const char *text, size_t textlen)
+{
+    unsigned char p[NOTICE_PAYLOAD_MAX];
+    memcpy(p, &comm, 8);
+    memcpy(p + 8, &about, 4);
+    memcpy(p + 12, &status, 4);
+    memcpy(p + 16, text, textlen);
+    return msg(b, NOTICE, 0, 16 + textlen, p, 16 + textlen);
+}
+
+/* A FAIL's code after the bootstrap: bits 0-15 the rank it is about + 1, bits 16-23 -status. */
+static uint32_t code(int about, int status)
+{
+    return (uint32_t)(about + 1) | (uint32_t)-status << 16;
+}
+
+static void ctl_seeds(void)
+{
+    unsigned char b[4096];
+    size_t n;
+    static const char cf[] = "rank 2: allreduce #4 on communicator 0000000000001234 failed";
+    /* mode 0: the server's messages to a rank */
+    n = notice(b, 0x1234, 2, -7, cf, sizeof cf);
+    put_mode("fuzz_ctl", "rank-notice", 0, b, n);
+    n = notice(b, 0x1234, -1, 5, cf, sizeof cf);          /* not an error status */
+    put_mode("fuzz_ctl", "rank-notice-status", 0, b, n);
+    n = notice(b, 0x1234, 2, -7, cf, sizeof cf - 1);      /* no NUL */
+    put_mode("fuzz_ctl", "rank-notice-no-nul", 0, b, n);
+    n = msg(b, NOTICE, 0, 16, "0123456789abcdef", 16);   /* no text at all */
+    put_mode("fuzz_ctl", "rank-notice-short", 0, b, n);
+    n = msg(b, NOTICE, 0, 65537, "x", 1);
+    put_mode("fuzz_ctl", "rank-notice-huge", 0, b, n);
+    n = msg(b, FAIL, code(2, -3), 15, "rank 2 aborted", 15);
+    put_mode("fuzz_ctl", "rank-fail", 0, b, n);
+    n = msg(b, FAIL, 0, 9, "job over", 9);
+    put_mode("fuzz_ctl", "rank-fail-no-code", 0, b, n);
+    n = msg(b, FAIL, 0, 70000, "x", 1);
+    put_mode("fuzz_ctl", "rank-fail-huge", 0, b, n);
+    n = msg(b, FAIL, code(0, -3), 100, "0123456789", 10);
+    put_mode("fuzz_ctl", "rank-fail-truncated", 0, b, n);
+    n = msg(b, NOTE, 3, 23, "rank 3: in allreduce #5", 23);
+    put_mode("fuzz_ctl", "rank-note", 0, b, n);
+    n = msg(b, MISSING, 0, 28, "ranks not yet in round 0: 1", 28);
+    put_mode("fuzz_ctl", "rank-missing", 0, b, n);
+    n = msg(b, SHUTDOWN, 0, 0, NULL, 0);
+    n += msg(b + n, NOTE, 1, 3, "no", 3);                /* after the end: not read */
+    put_mode("fuzz_ctl", "rank-shutdown", 0, b, n);
+    n = notice(b, 0x77, 1, -4, "mismatch", 9);
+    n += msg(b + n, NOTE, 1, 6, "in bcast", 6);
+    n += msg(b + n, MISSING, 0, 2, "1", 2);
+    n += msg(b + n, FAIL, code(1, -2), 5, "lost", 5);
+    n += msg(b + n, SHUTDOWN, 0, 0, NULL, 0);
+    put_mode("fuzz_ctl", "rank-all", 0, b, n);
+    n = msg(b, RESULT, 0, 4, "abcd", 4);
+    put_mode("fuzz_ctl", "rank-result", 0, b, n);
+    n = msg(b, 77, 0, 0, NULL, 0);
+    put_mode("fuzz_ctl", "rank-unknown-type", 0, b, n);
+    put_mode("fuzz_ctl", "rank-partial-header", 0, b, 7);
+    put_mode("fuzz_ctl", "rank-nothing", 0, b, 0);
+
+    /* mode 1: rank 0's messages to the server (rank 1 listens) */
+    n = notice(b, 0x1234, 2, -7, cf, sizeof cf);
+    n += msg(b + n, BYE, 0, 0, NULL, 0);
+    put_mode("fuzz_ctl", "server-notice-bye", 1, b, n);
+    n = notice(b, 0x1234, 2, -7, cf, sizeof cf);
+    n += notice(b + n, 0x1234, 2, -7, "again", 6);        /* the same: not forwarded again */
+    n += notice(b + n, 0x1234, 3, -7, "another", 8);
+    n += notice(b + n, 0x9, 2, -7, "elsewhere", 10);
+    n += msg(b + n, BYE, 0, 0, NULL, 0);
+    put_mode("fuzz_ctl", "server-notices", 1, b, n);
+    n = msg(b, NOTICE, 0, 16, "0123456789abcdef", 16);
+    put_mode("fuzz_ctl", "server-notice-short", 1, b, n);
+    n = msg(b, NOTE, 0, 12, "in allreduce", 12);           /* no NUL: the last byte is cut */
+    n += msg(b + n, BYE, 0, 0, NULL, 0);
+    put_mode("fuzz_ctl", "server-note-bye", 1, b, n);
+    n = msg(b, STALL, 0, 21, "stuck in allreduce #9", 21);
+    n += msg(b + n, BYE, 0, 0, NULL, 0);
+    put_mode("fuzz_ctl", "server-stall-bye", 1, b, n);
+    n = msg(b, FAIL, code(0, -5), 8, "aborted", 8);
+    put_mode("fuzz_ctl", "server-fail-code", 1, b, n);
+    n = msg(b, FAIL, 0, 5, "boom", 5);
+    n += msg(b + n, BYE, 0, 0, NULL, 0);
+    put_mode("fuzz_ctl", "server-fail-bye", 1, b, n);
+    n = msg(b, QUERY, 0, 0, NULL, 0);
+    n += msg(b + n, BYE, 0, 0, NULL, 0);
+    put_mode("fuzz_ctl", "server-query-bye", 1, b, n);
+    n = msg(b, GATHER, 0, 2, "xy", 2);
+    n += msg(b + n, GATHER, 0, 2, "xy", 2);
+    put_mode("fuzz_ctl", "server-gather-twice", 1, b, n);
+    n = msg(b, BYE, 0, 0, NULL, 0);
+    n += msg(b + n, NOTE, 0, 6, "after", 6);
+    put_mode("fuzz_ctl", "server-bye-then-note", 1, b, n);
+    n = msg(b, 42, 0, 0, NULL, 0);
+    put_mode("fuzz_ctl", "server-unknown-type", 1, b, n);
+    n = msg(b, NOTE, 0, (64u << 20) + 1, NULL, 0);
+    put_mode("fuzz_ctl", "server-huge", 1, b, n);
+    n = msg(b, NOTE, 0, 100, "0123456789", 10);
+    put_mode("fuzz_ctl", "server-truncated", 1, b, n);
+    put_mode("fuzz_ctl", "server-nothing", 1, b, 0);
+    n = notice(b, 0x5, 1, -4, "mismatch", 9);
+    n += msg(b + n, NOTE, 0, 9, "in bcast", 9);
+    n += msg(b + n, STALL, 0, 9, "in bcast", 9);
+    n += msg(b + n, QUERY, 0, 0, NULL, 0);
+    n += msg(b + n, GATHER, 0, 1, "g", 1);
+    n += msg(b + n, BYE, 0, 0, NULL, 0);
+    put_mode("fuzz_ctl", "server-all", 1, b, n);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -535,5 +651,6 @@ int main(int argc, char **argv)
     hostfile_seeds();
     conf_seeds();
     rdv_seeds();
+    ctl_seeds();
     return failed;
 }
