@@ -34,7 +34,13 @@
  * Messages: a header {tag u64, length u64} on socket 0, then the payload. A payload shorter
  * than TCP_SPLIT_MIN (or any payload when there is one socket) follows its header on socket 0;
  * a longer one is cut into nsocks contiguous slices, slice k on socket k. Both sides know the
- * length from the header, so each socket carries its slices in message order.
+ * length from the header, so each socket carries its slices in message order. The receiver
+ * checks a header against the receive posted for it (tcp_msg_check: same tag, length within
+ * the buffer) before any payload byte is stored; a header that fails is drained in the same
+ * slices.
+ *
+ * The checks of what peers send (hello, ack, message header) are below, without sockets, so
+ * that tests/fuzz/fuzz_tcp_wire.c runs them on arbitrary bytes.
  */
 #ifndef COHORT_TCP_WIRE_H
 #define COHORT_TCP_WIRE_H
