@@ -1150,8 +1150,8 @@ cohort_status_t cohort_rdv_next_event(cohort_rdv_client_t *c, cohort_rdv_event_t
     case MSG_FAIL:
         ev->kind = COHORT_RDV_EV_FAIL;
         ev->rank = (int)(h.round & 0xffff) - 1;
-        ev->status = h.round >> 16 ? -(cohort_status_t)((h.round >> 16) & 0xff)
-                                   : COHORT_ERR_PEER_LOST;
+        ev->status = (h.round >> 16) & 0xff ? -(cohort_status_t)((h.round >> 16) & 0xff)
+                                            : COHORT_ERR_PEER_LOST;
         return read_text(c, &h, ev->text, sizeof ev->text, deadline);
     case MSG_NOTE:
         ev->kind = COHORT_RDV_EV_NOTE;

@@ -1,14 +1,27 @@
-/* Fuzz target: the TCP transport's wire format (transports/tcp/tcp_wire.h), the bytes a peer or
- * a stranger sends to a listening rank. data[0] % 4 picks what the rest is:
+/* Fuzz target: the TCP transport's wire format and the checks of what peers send
+ * (transports/tcp/tcp_wire.h): the bytes a peer or a stranger sends to a listening rank, and
+ * the message headers an authenticated peer sends. data[0] % 6 picks what the rest is:
  *   0  a handshake hello (TCP_HELLO_SIZE bytes; shorter input is zero padded, as the acceptor's
  *      buffer is, longer is cut): decode, re-encode, MAC inputs
  *   1  an address blob of exactly the remaining length (what a peer publishes): decode; when
  *      valid, encode and decode again
- *   2  a message header {tag u64, length u64}
+ *   2  a message header against the receive posted for it: {expected tag u64, receive size u64,
+ *      nsocks u8, message length u8} then the header {tag u64, length u64} (tcp_msg_check,
+ *      and the striping of its payload over the sockets, tcp_msg_nslices / tcp_msg_slice)
  *   3  an ack (TCP_ACK_SIZE bytes) and the reachability probe marker
+ *   4  the acceptor's checks of a hello: {flags u8 (bit 0: its MAC verifies, bit 1: it carries
+ *      this job's id), nranks - 1 u16, rank u16 (mod nranks), comm id u64} then the hello
+ *      (tcp_hello_check_id, then tcp_hello_check_peer where the MAC verifies)
+ *   5  the connector's check of an ack: {peer u8, socket u8, the expected MAC[32]} then the ack
+ *      (tcp_ack_check)
  * Oracles: decoding then encoding gives the same bytes back (hello, header), a valid blob survives
  * a round trip unchanged, decoded names are NUL-terminated and counts are in range, every
- * refusal has a reason. ASan sees every read, since each buffer is a copy of exactly its size. */
+ * refusal has a reason; each check agrees with a reference reading written out here (the same
+ * verdict, the first failing field), a hello or header it accepts has every field within the
+ * limits it promises (ranks, socket index and count, length within the receive), the slices of
+ * a payload are contiguous, balanced and cover exactly its length, and the reasons are printable
+ * text (nothing of the peer's bytes reaches the log raw) that fits the buffer given, however
+ * short. ASan sees every read and write, since each buffer is a copy of exactly its size. */
 #include "fuzz.h"
 
 #include <sys/socket.h>
@@ -113,17 +126,75 @@ static void addr(const uint8_t *data, size_t size)
     free(blob);
 }
 
+/* why (a reason of a refusal) is printable text and ends within len bytes. */
+static void check_reason(const char *why, size_t len, int refused)
+{
+    size_t n = strnlen(why, len);
+    FUZZ_CHECK(n < len, "the reason is not NUL-terminated within its %zu bytes", len);
+    FUZZ_CHECK(refused ? n > 0 || len == 1 : n == 0, "%s reason '%s'",
+               refused ? "no" : "an acceptance with a", why);
+    for (size_t i = 0; i < n; i++)
+        FUZZ_CHECK((unsigned char)why[i] >= 0x20 && (unsigned char)why[i] <= 0x7e,
+                   "byte %zu of the reason is 0x%02x, not printable", i, (unsigned char)why[i]);
+}
+
+static void slices(uint64_t len64, int nsocks)
+{
+    size_t len = (size_t)len64;
+    int n = tcp_msg_nslices(len, nsocks);
+    FUZZ_CHECK(n >= 1 && n <= nsocks, "%d slices over %d sockets", n, nsocks);
+    FUZZ_CHECK((n > 1) == (len >= TCP_SPLIT_MIN && nsocks > 1),
+               "%d slices for %zu bytes over %d sockets", n, len, nsocks);
+    size_t at = 0, lo = SIZE_MAX, hi = 0;
+    for (int k = 0; k < n; k++) {
+        size_t off, sl;
+        tcp_msg_slice(len, n, k, &off, &sl);
+        FUZZ_CHECK(off == at, "slice %d starts at %zu, not %zu", k, off, at);
+        FUZZ_CHECK(sl <= len - off, "slice %d [%zu, +%zu) ends past %zu", k, off, sl, len);
+        at = off + sl;
+        if (sl < lo) lo = sl;
+        if (sl > hi) hi = sl;
+    }
+    FUZZ_CHECK(at == len, "the slices cover %zu of %zu bytes", at, len);
+    FUZZ_CHECK(hi - lo <= 1, "slices of %zu and %zu bytes", lo, hi);
+}
+
 static void msg_header(const uint8_t *data, size_t size)
 {
-    unsigned char *b = fixed_copy(data, size, TCP_MSG_HDR_SIZE);
-    uint64_t tag = tcp_get64(b), len = tcp_get64(b + 8);
+    enum { IN = 8 + 8 + 1 + 1 + TCP_MSG_HDR_SIZE };
+    unsigned char *in = fixed_copy(data, size, IN);
+    uint64_t want = tcp_get64(in), cap64 = tcp_get64(in + 8);
+    size_t cap = (size_t)cap64;
+    int nsocks = 1 + in[16] % TCP_MAX_NSOCKS;
+    size_t whylen = 1 + (in[17] ? in[17] : 320);   /* 2..256, or 321 (tcp.c's 320) */
+    unsigned char *b = malloc(TCP_MSG_HDR_SIZE);   /* the header: exactly its bytes */
+    if (!b) abort();
+    memcpy(b, in + 18, TCP_MSG_HDR_SIZE);
+    uint64_t tag, len;
+    tcp_msg_hdr_decode(b, &tag, &len);
     unsigned char again[TCP_MSG_HDR_SIZE];
-    tcp_put64(again, tag);
-    tcp_put64(again + 8, len);
+    tcp_msg_hdr_encode(again, tag, len);
     FUZZ_CHECK(memcmp(again, b, TCP_MSG_HDR_SIZE) == 0, "header decode + encode changed it");
     FUZZ_CHECK(tcp_get16(b) == (uint16_t)tag && tcp_get32(b) == (uint32_t)tag,
                "16/32/64-bit readers disagree on the same bytes");
+    char *why = malloc(whylen);
+    if (!why) abort();
+    int e = tcp_msg_check(tag, len, want, cap, 3, "192.0.2.1:4000", why, whylen);
+    int ref = tag != want ? TCP_MSG_ETAG : len > (uint64_t)cap ? TCP_MSG_ELENGTH : TCP_MSG_OK;
+    FUZZ_CHECK(e == ref, "verdict %d, the reference reading says %d (tag %llu/%llu, %llu "
+               "bytes into %zu)", e, ref, (unsigned long long)tag, (unsigned long long)want,
+               (unsigned long long)len, cap);
+    check_reason(why, whylen, e != TCP_MSG_OK);
+    static const char named[] = "tcp: message from rank 3 (192.0.2.1:4000)";
+    if (e != TCP_MSG_OK && whylen >= sizeof named)
+        FUZZ_CHECK(strncmp(why, named, sizeof named - 1) == 0,
+                   "the reason does not name the peer: '%s'", why);
+    if (e == TCP_MSG_OK) FUZZ_CHECK(len <= cap && tag == want, "accepted past the receive");
+    /* accepted payloads are read in these slices, refused ones drained in them */
+    slices(len, nsocks);
+    free(why);
     free(b);
+    free(in);
 }
 
 static void ack_probe(const uint8_t *data, size_t size)
@@ -138,14 +209,93 @@ static void ack_probe(const uint8_t *data, size_t size)
     free(b);
 }
 
+/* The acceptor's checks of a hello, against a reference reading of its fields. */
+static void hello_check(const uint8_t *data, size_t size)
+{
+    enum { PRE = 1 + 2 + 2 + 8 };
+    unsigned char *in = fixed_copy(data, size, PRE + TCP_HELLO_SIZE);
+    unsigned flags = in[0];
+    int nranks = 1 + tcp_get16(in + 1);
+    int rank = tcp_get16(in + 3) % nranks;
+    uint64_t comm = tcp_get64(in + 5);
+    unsigned char *b = malloc(TCP_HELLO_SIZE);
+    if (!b) abort();
+    memcpy(b, in + PRE, TCP_HELLO_SIZE);
+    tcp_hello_t h;
+    tcp_hello_decode(b, &h);
+    char job[TCP_JOBID_LEN] = "job-1234";   /* make_corpus's sample hello */
+    if (flags & 2) memcpy(job, h.job_id, TCP_JOBID_LEN);
+    const tcp_hello_want_t w = { job, comm, rank, nranks };
+    size_t whylen = 256;   /* tcp.c's */
+    char *why = malloc(whylen);
+    if (!why) abort();
+
+    int e = tcp_hello_check_id(&h, &w, why, whylen);
+    int ref = h.magic != TCP_HELLO_MAGIC ? TCP_HELLO_EMAGIC
+            : h.version != TCP_PROTO_VERSION ? TCP_HELLO_EVERSION
+            : memcmp(h.job_id, job, TCP_JOBID_LEN) ? TCP_HELLO_EJOB : TCP_HELLO_OK;
+    FUZZ_CHECK(e == ref, "tcp_hello_check_id says %d, the reference reading %d", e, ref);
+    check_reason(why, whylen, e != TCP_HELLO_OK);
+    if (e == TCP_HELLO_OK && (flags & 1)) {   /* its MAC verifies: the peer's fields */
+        e = tcp_hello_check_peer(&h, &w, why, whylen);
+        ref = h.comm_id != comm ? TCP_HELLO_ECOMM
+            : h.nranks != (uint32_t)nranks ? TCP_HELLO_ENRANKS
+            : h.src >= (uint32_t)nranks ? TCP_HELLO_ESRC
+            : h.dst != (uint32_t)rank ? TCP_HELLO_EDST
+            : h.nsocks < 1 || h.nsocks > TCP_MAX_NSOCKS || h.sock_idx >= h.nsocks
+                ? TCP_HELLO_ESOCK : TCP_HELLO_OK;
+        FUZZ_CHECK(e == ref, "tcp_hello_check_peer says %d, the reference reading %d", e, ref);
+        check_reason(why, whylen, e != TCP_HELLO_OK);
+        if (e == TCP_HELLO_OK) {
+            /* what the acceptor then indexes with: in range */
+            FUZZ_CHECK(h.src < (uint32_t)nranks && h.dst == (uint32_t)rank &&
+                       h.nsocks >= 1 && h.nsocks <= TCP_MAX_NSOCKS && h.sock_idx < h.nsocks,
+                       "accepted src %u dst %u socket %u of %u (rank %d of %d)",
+                       (unsigned)h.src, (unsigned)h.dst, (unsigned)h.sock_idx,
+                       (unsigned)h.nsocks, rank, nranks);
+            unsigned char again[TCP_HELLO_SIZE];
+            tcp_hello_encode(&h, again);
+            FUZZ_CHECK(memcmp(again, b, TCP_HELLO_SIZE) == 0, "an accepted hello re-encodes "
+                       "differently");
+        }
+    }
+    free(why);
+    free(b);
+    free(in);
+}
+
+/* The connector's check of an ack. */
+static void ack_check(const uint8_t *data, size_t size)
+{
+    enum { PRE = 1 + 1 + TCP_MAC_LEN };
+    unsigned char *in = fixed_copy(data, size, PRE + TCP_ACK_SIZE);
+    int peer = in[0], idx = in[1];
+    unsigned char *mac = malloc(TCP_MAC_LEN), *ack = malloc(TCP_ACK_SIZE);
+    if (!mac || !ack) abort();
+    memcpy(mac, in + 2, TCP_MAC_LEN);
+    memcpy(ack, in + PRE, TCP_ACK_SIZE);
+    const char *why = tcp_ack_check(ack, mac, peer, idx);
+    int ok = tcp_get32(ack) == TCP_ACK_MAGIC && tcp_get32(ack + 4) == TCP_PROTO_VERSION &&
+             memcmp(mac, ack + TCP_ACK_MAC_OFF, TCP_MAC_LEN) == 0 &&
+             tcp_get32(ack + 8) == (uint32_t)peer && tcp_get32(ack + 12) == (uint32_t)idx;
+    FUZZ_CHECK(ok == (why == NULL), "tcp_ack_check says '%s', the reference reading %s",
+               why ? why : "(accepted)", ok ? "accepts" : "refuses");
+    if (why) check_reason(why, strlen(why) + 1, 1);
+    free(ack);
+    free(mac);
+    free(in);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
-    switch (data[0] % 4) {
+    switch (data[0] % 6) {
     case 0: hello(data, size); break;
     case 1: addr(data, size); break;
     case 2: msg_header(data, size); break;
-    default: ack_probe(data, size); break;
+    case 3: ack_probe(data, size); break;
+    case 4: hello_check(data, size); break;
+    default: ack_check(data, size); break;
     }
     return 0;
 }

@@ -5,11 +5,12 @@
 #  * tests/fuzz/fuzz_<name>: with libFuzzer (FUZZ_CC, -fsanitize=fuzzer,address,undefined) when
 #    configure found it, from its own compile of the sources it reaches (explicit rules below,
 #    not libtool); test_fuzz.sh runs each for FUZZ_SECONDS.
-fuzz_names = tcp_wire settings hostfile conf rdv
+fuzz_names = tcp_wire settings hostfile conf rdv ctl
 fuzz_headers = tests/fuzz/fuzz.h tests/fuzz/rdv_util.h
 
 check_PROGRAMS += tests/fuzz/replay_tcp_wire tests/fuzz/replay_settings \
-	tests/fuzz/replay_hostfile tests/fuzz/replay_conf tests/fuzz/replay_rdv tests/fuzz/make_corpus
+	tests/fuzz/replay_hostfile tests/fuzz/replay_conf tests/fuzz/replay_rdv tests/fuzz/replay_ctl \
+	tests/fuzz/make_corpus
 tests_fuzz_replay_tcp_wire_SOURCES = tests/fuzz/fuzz_tcp_wire.c tests/fuzz/replay.c $(fuzz_headers)
 tests_fuzz_replay_settings_SOURCES = tests/fuzz/fuzz_settings.c tests/fuzz/replay.c $(fuzz_headers)
 tests_fuzz_replay_settings_LDADD = libcohort.la
@@ -19,6 +20,8 @@ tests_fuzz_replay_conf_SOURCES = tests/fuzz/fuzz_conf.c tests/fuzz/replay.c $(fu
 tests_fuzz_replay_conf_LDADD = libcohort.la
 tests_fuzz_replay_rdv_SOURCES = tests/fuzz/fuzz_rdv.c tests/fuzz/replay.c $(fuzz_headers)
 tests_fuzz_replay_rdv_LDADD = libcohort.la -lpthread
+tests_fuzz_replay_ctl_SOURCES = tests/fuzz/fuzz_ctl.c tests/fuzz/replay.c $(fuzz_headers)
+tests_fuzz_replay_ctl_LDADD = libcohort.la -lpthread
 tests_fuzz_make_corpus_SOURCES = tests/fuzz/make_corpus.c $(fuzz_headers)
 tests_fuzz_make_corpus_LDADD = libcohort.la -lpthread
 

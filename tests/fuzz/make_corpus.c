@@ -120,6 +120,47 @@ static void addr_seed(const char *name, tcp_addr_t a, int extra)
     put_mode("fuzz_tcp_wire", name, 1, b, (size_t)((long)len + extra));
 }
 
+static void msg_seed(const char *name, uint64_t want, uint64_t cap, unsigned nsocks1,
+                     unsigned whylen1, uint64_t tag, uint64_t len, size_t keep /* 0: all */)
+{
+    unsigned char b[8 + 8 + 1 + 1 + TCP_MSG_HDR_SIZE];
+    tcp_put64(b, want);
+    tcp_put64(b + 8, cap);
+    b[16] = (unsigned char)nsocks1;
+    b[17] = (unsigned char)whylen1;
+    tcp_msg_hdr_encode(b + 18, tag, len);
+    put_mode("fuzz_tcp_wire", name, 2, b, keep && keep < sizeof b ? keep : sizeof b);
+}
+
+/* flags: bit 0 the MAC verifies, bit 1 the acceptor's job id is the hello's */
+static void hello_check_seed(const char *name, unsigned flags, tcp_hello_t h)
+{
+    unsigned char b[13 + TCP_HELLO_SIZE];
+    b[0] = (unsigned char)flags;
+    tcp_put16(b + 1, 3);   /* 4 ranks */
+    tcp_put16(b + 3, 0);   /* this is rank 0 */
+    tcp_put64(b + 5, 7);   /* communicator 7 */
+    tcp_hello_encode(&h, b + 13);
+    put_mode("fuzz_tcp_wire", name, 4, b, sizeof b);
+}
+
+/* broken: 0 none, 1 magic, 2 version, 3 MAC; the ack says rank 2, socket 1 */
+static void ack_check_seed(const char *name, int broken, unsigned peer, unsigned idx)
+{
+    unsigned char b[2 + TCP_MAC_LEN + TCP_ACK_SIZE];
+    b[0] = (unsigned char)peer;
+    b[1] = (unsigned char)idx;
+    unsigned char *mac = b + 2, *k = b + 2 + TCP_MAC_LEN;
+    for (int i = 0; i < TCP_MAC_LEN; i++) mac[i] = (unsigned char)(0x30 + i);
+    tcp_put32(k, broken == 1 ? TCP_HELLO_MAGIC : TCP_ACK_MAGIC);
+    tcp_put32(k + 4, broken == 2 ? 1 : TCP_PROTO_VERSION);
+    tcp_put32(k + 8, 2);
+    tcp_put32(k + 12, 1);
+    memcpy(k + TCP_ACK_MAC_OFF, mac, TCP_MAC_LEN);
+    if (broken == 3) k[TCP_ACK_MAC_OFF + 31] ^= 1;
+    put_mode("fuzz_tcp_wire", name, 5, b, sizeof b);
+}
+
 static void tcp_wire_seeds(void)
 {
     tcp_hello_t h = sample_hello();
@@ -163,14 +204,19 @@ static void tcp_wire_seeds(void)
     memset(a.cand[2].ifname, 'x', TCP_IFNAME_LEN);   /* 16 characters, no NUL on the wire */
     addr_seed("addr-ifname16", a, 0);
 
-    unsigned char m[TCP_MSG_HDR_SIZE];
-    tcp_put64(m, 5);
-    tcp_put64(m + 8, 100);
-    put_mode("fuzz_tcp_wire", "msg", 2, m, sizeof m);
-    tcp_put64(m, UINT64_MAX);
-    tcp_put64(m + 8, 1ull << 63);
-    put_mode("fuzz_tcp_wire", "msg-huge", 2, m, sizeof m);
-    put_mode("fuzz_tcp_wire", "msg-short", 2, m, 9);
+    /* mode 2: {expected tag, receive size, nsocks - 1, reason buffer - 1} then the header */
+    msg_seed("msg", 5, 100, 1, 0, 5, 100, 0);
+    msg_seed("msg-empty", 9, 0, 0, 0, 9, 0, 0);
+    msg_seed("msg-fills", 9, 4096, 0, 0, 9, 4096, 0);
+    msg_seed("msg-tag", 5, 100, 1, 0, 6, 100, 0);
+    msg_seed("msg-too-long", 5, 100, 1, 0, 5, 101, 0);
+    msg_seed("msg-short-reason", 5, 100, 1, 9, 6, 100, 0);
+    msg_seed("msg-striped", 1, 1u << 20, 3, 0, 1, 1u << 20, 0);
+    msg_seed("msg-striped-odd", 1, 1u << 20, 2, 0, 1, TCP_SPLIT_MIN + 2, 0);
+    msg_seed("msg-split-min", 1, 1u << 20, 15, 0, 1, TCP_SPLIT_MIN - 1, 0);
+    msg_seed("msg-huge", UINT64_MAX, UINT64_MAX, 15, 0, UINT64_MAX, 1ull << 63, 0);
+    msg_seed("msg-huge-refused", 2, 1u << 20, 1, 0, 2, UINT64_MAX, 0);
+    msg_seed("msg-short", 5, 100, 1, 0, 5, 100, 25);   /* header cut: zero padded */
 
     unsigned char k[TCP_ACK_SIZE] = {0};
     tcp_put32(k, TCP_ACK_MAGIC);
@@ -180,6 +226,57 @@ static void tcp_wire_seeds(void)
     put_mode("fuzz_tcp_wire", "ack", 3, k, sizeof k);
     tcp_probe_encode(k);
     put_mode("fuzz_tcp_wire", "probe", 3, k, TCP_PROBE_SIZE);
+
+    /* mode 4: the acceptor (rank 0 of 4, communicator 7, job-1234) checks sample_hello */
+    h = sample_hello();
+    hello_check_seed("check-hello", 1, h);
+    hello_check_seed("check-hello-bad-mac", 0, h);
+    hello_check_seed("check-hello-own-job", 3, h);
+    h.magic = TCP_ACK_MAGIC;
+    hello_check_seed("check-hello-magic", 1, h);
+    h = sample_hello();
+    h.version = 3;
+    hello_check_seed("check-hello-version", 1, h);
+    h = sample_hello();
+    snprintf(h.job_id, sizeof h.job_id, "job-12345");
+    hello_check_seed("check-hello-job", 1, h);
+    memset(h.job_id, 0x07, sizeof h.job_id);   /* control characters: printed as '?' */
+    hello_check_seed("check-hello-job-bell", 1, h);
+    h = sample_hello();
+    h.comm_id = 8;
+    hello_check_seed("check-hello-comm", 1, h);
+    h = sample_hello();
+    h.nranks = 5;
+    hello_check_seed("check-hello-nranks", 1, h);
+    h = sample_hello();
+    h.src = 4;
+    hello_check_seed("check-hello-src", 1, h);
+    h = sample_hello();
+    h.dst = 1;
+    hello_check_seed("check-hello-dst", 1, h);
+    h = sample_hello();
+    h.nsocks = 0;
+    h.sock_idx = 0;
+    hello_check_seed("check-hello-nsocks0", 1, h);
+    h = sample_hello();
+    h.nsocks = TCP_MAX_NSOCKS + 1;
+    hello_check_seed("check-hello-nsocks17", 1, h);
+    h = sample_hello();
+    h.sock_idx = 2;
+    hello_check_seed("check-hello-idx", 1, h);
+    h = sample_hello();
+    h.nsocks = TCP_MAX_NSOCKS;
+    h.sock_idx = TCP_MAX_NSOCKS - 1;
+    h.src = 3;
+    hello_check_seed("check-hello-last-socket", 1, h);
+
+    /* mode 5: rank 2's answer for socket 1, checked by the connector */
+    ack_check_seed("check-ack", 0, 2, 1);
+    ack_check_seed("check-ack-magic", 1, 2, 1);
+    ack_check_seed("check-ack-version", 2, 2, 1);
+    ack_check_seed("check-ack-mac", 3, 2, 1);
+    ack_check_seed("check-ack-rank", 0, 3, 1);
+    ack_check_seed("check-ack-socket", 0, 2, 0);
 }
 
 /* ---- fuzz_settings ---------------------------------------------------------------------- */
@@ -312,7 +409,8 @@ static size_t msg(unsigned char *b, uint32_t type, uint32_t round, uint64_t nbyt
     return 16 + plen;
 }
 
-enum { GATHER = 1, RESULT = 2, FAIL = 3, BYE = 4, QUERY = 5, MISSING = 6 };
+enum { GATHER = 1, RESULT = 2, FAIL = 3, BYE = 4, QUERY = 5, MISSING = 6, NOTE = 7, STALL = 8,
+       SHUTDOWN = 9, NOTICE = 10 };
 
 /* data[0] mode, data[1], data[2], then the bytes. */
 static void rdv_seed(const char *name, unsigned mode, unsigned b1, unsigned b2,
@@ -420,6 +518,121 @@ static void rdv_seeds(void)
     rdv_seed("client-partial-header", 2, 3, 0, b, 7);
 }
 
+#define NOTICE_PAYLOAD_MAX 1024
+
+/* ---- fuzz_ctl --------------------------------------------------------------------------- */
+
+/* A NOTICE's payload: comm id u64, about i32, status i32, then the text (with its NUL unless
+ * textlen says otherwise). */
+static size_t notice(unsigned char *b, uint64_t comm, int32_t about, int32_t status,
+                     const char *text, size_t textlen)
+{
+    unsigned char p[NOTICE_PAYLOAD_MAX];
+    memcpy(p, &comm, 8);
+    memcpy(p + 8, &about, 4);
+    memcpy(p + 12, &status, 4);
+    memcpy(p + 16, text, textlen);
+    return msg(b, NOTICE, 0, 16 + textlen, p, 16 + textlen);
+}
+
+/* A FAIL's code after the bootstrap: bits 0-15 the rank it is about + 1, bits 16-23 -status. */
+static uint32_t code(int about, int status)
+{
+    return (uint32_t)(about + 1) | (uint32_t)-status << 16;
+}
+
+static void ctl_seeds(void)
+{
+    unsigned char b[4096];
+    size_t n;
+    static const char cf[] = "rank 2: allreduce #4 on communicator 0000000000001234 failed";
+    /* mode 0: the server's messages to a rank */
+    n = notice(b, 0x1234, 2, -7, cf, sizeof cf);
+    put_mode("fuzz_ctl", "rank-notice", 0, b, n);
+    n = notice(b, 0x1234, -1, 5, cf, sizeof cf);          /* not an error status */
+    put_mode("fuzz_ctl", "rank-notice-status", 0, b, n);
+    n = notice(b, 0x1234, 2, -7, cf, sizeof cf - 1);      /* no NUL */
+    put_mode("fuzz_ctl", "rank-notice-no-nul", 0, b, n);
+    n = msg(b, NOTICE, 0, 16, "0123456789abcdef", 16);   /* no text at all */
+    put_mode("fuzz_ctl", "rank-notice-short", 0, b, n);
+    n = msg(b, NOTICE, 0, 65537, "x", 1);
+    put_mode("fuzz_ctl", "rank-notice-huge", 0, b, n);
+    n = msg(b, FAIL, code(2, -3), 15, "rank 2 aborted", 15);
+    put_mode("fuzz_ctl", "rank-fail", 0, b, n);
+    n = msg(b, FAIL, 0, 9, "job over", 9);
+    put_mode("fuzz_ctl", "rank-fail-no-code", 0, b, n);
+    n = msg(b, FAIL, 0, 70000, "x", 1);
+    put_mode("fuzz_ctl", "rank-fail-huge", 0, b, n);
+    n = msg(b, FAIL, code(0, -3), 100, "0123456789", 10);
+    put_mode("fuzz_ctl", "rank-fail-truncated", 0, b, n);
+    n = msg(b, NOTE, 3, 23, "rank 3: in allreduce #5", 23);
+    put_mode("fuzz_ctl", "rank-note", 0, b, n);
+    n = msg(b, MISSING, 0, 28, "ranks not yet in round 0: 1", 28);
+    put_mode("fuzz_ctl", "rank-missing", 0, b, n);
+    n = msg(b, SHUTDOWN, 0, 0, NULL, 0);
+    n += msg(b + n, NOTE, 1, 3, "no", 3);                /* after the end: not read */
+    put_mode("fuzz_ctl", "rank-shutdown", 0, b, n);
+    n = notice(b, 0x77, 1, -4, "mismatch", 9);
+    n += msg(b + n, NOTE, 1, 6, "in bcast", 6);
+    n += msg(b + n, MISSING, 0, 2, "1", 2);
+    n += msg(b + n, FAIL, code(1, -2), 5, "lost", 5);
+    n += msg(b + n, SHUTDOWN, 0, 0, NULL, 0);
+    put_mode("fuzz_ctl", "rank-all", 0, b, n);
+    n = msg(b, RESULT, 0, 4, "abcd", 4);
+    put_mode("fuzz_ctl", "rank-result", 0, b, n);
+    n = msg(b, 77, 0, 0, NULL, 0);
+    put_mode("fuzz_ctl", "rank-unknown-type", 0, b, n);
+    put_mode("fuzz_ctl", "rank-partial-header", 0, b, 7);
+    put_mode("fuzz_ctl", "rank-nothing", 0, b, 0);
+
+    /* mode 1: rank 0's messages to the server (rank 1 listens) */
+    n = notice(b, 0x1234, 2, -7, cf, sizeof cf);
+    n += msg(b + n, BYE, 0, 0, NULL, 0);
+    put_mode("fuzz_ctl", "server-notice-bye", 1, b, n);
+    n = notice(b, 0x1234, 2, -7, cf, sizeof cf);
+    n += notice(b + n, 0x1234, 2, -7, "again", 6);        /* the same: not forwarded again */
+    n += notice(b + n, 0x1234, 3, -7, "another", 8);
+    n += notice(b + n, 0x9, 2, -7, "elsewhere", 10);
+    n += msg(b + n, BYE, 0, 0, NULL, 0);
+    put_mode("fuzz_ctl", "server-notices", 1, b, n);
+    n = msg(b, NOTICE, 0, 16, "0123456789abcdef", 16);
+    put_mode("fuzz_ctl", "server-notice-short", 1, b, n);
+    n = msg(b, NOTE, 0, 12, "in allreduce", 12);           /* no NUL: the last byte is cut */
+    n += msg(b + n, BYE, 0, 0, NULL, 0);
+    put_mode("fuzz_ctl", "server-note-bye", 1, b, n);
+    n = msg(b, STALL, 0, 21, "stuck in allreduce #9", 21);
+    n += msg(b + n, BYE, 0, 0, NULL, 0);
+    put_mode("fuzz_ctl", "server-stall-bye", 1, b, n);
+    n = msg(b, FAIL, code(0, -5), 8, "aborted", 8);
+    put_mode("fuzz_ctl", "server-fail-code", 1, b, n);
+    n = msg(b, FAIL, 0, 5, "boom", 5);
+    n += msg(b + n, BYE, 0, 0, NULL, 0);
+    put_mode("fuzz_ctl", "server-fail-bye", 1, b, n);
+    n = msg(b, QUERY, 0, 0, NULL, 0);
+    n += msg(b + n, BYE, 0, 0, NULL, 0);
+    put_mode("fuzz_ctl", "server-query-bye", 1, b, n);
+    n = msg(b, GATHER, 0, 2, "xy", 2);
+    n += msg(b + n, GATHER, 0, 2, "xy", 2);
+    put_mode("fuzz_ctl", "server-gather-twice", 1, b, n);
+    n = msg(b, BYE, 0, 0, NULL, 0);
+    n += msg(b + n, NOTE, 0, 6, "after", 6);
+    put_mode("fuzz_ctl", "server-bye-then-note", 1, b, n);
+    n = msg(b, 42, 0, 0, NULL, 0);
+    put_mode("fuzz_ctl", "server-unknown-type", 1, b, n);
+    n = msg(b, NOTE, 0, (64u << 20) + 1, NULL, 0);
+    put_mode("fuzz_ctl", "server-huge", 1, b, n);
+    n = msg(b, NOTE, 0, 100, "0123456789", 10);
+    put_mode("fuzz_ctl", "server-truncated", 1, b, n);
+    put_mode("fuzz_ctl", "server-nothing", 1, b, 0);
+    n = notice(b, 0x5, 1, -4, "mismatch", 9);
+    n += msg(b + n, NOTE, 0, 9, "in bcast", 9);
+    n += msg(b + n, STALL, 0, 9, "in bcast", 9);
+    n += msg(b + n, QUERY, 0, 0, NULL, 0);
+    n += msg(b + n, GATHER, 0, 1, "g", 1);
+    n += msg(b + n, BYE, 0, 0, NULL, 0);
+    put_mode("fuzz_ctl", "server-all", 1, b, n);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -438,5 +651,6 @@ int main(int argc, char **argv)
     hostfile_seeds();
     conf_seeds();
     rdv_seeds();
+    ctl_seeds();
     return failed;
 }

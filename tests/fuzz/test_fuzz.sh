@@ -9,7 +9,7 @@
 set -u
 . "$top_srcdir/tests/mp/lib.sh"
 b=$top_builddir
-targets=${FUZZ_TARGETS:-tcp_wire settings hostfile conf rdv}
+targets=${FUZZ_TARGETS:-tcp_wire settings hostfile conf rdv ctl}
 secs=${FUZZ_SECONDS:-15}
 if [ "$secs" = 0 ]; then
     echo "FUZZ_SECONDS=0: fuzzing skipped"

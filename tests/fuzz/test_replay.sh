@@ -11,7 +11,7 @@ set -u
 CASE_TIMEOUT=${REPLAY_TIMEOUT:-300}
 b=$top_builddir
 corpus=$top_srcdir/tests/fuzz/corpus
-targets="tcp_wire settings hostfile conf rdv"
+targets="tcp_wire settings hostfile conf rdv ctl"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

@@ -246,13 +246,6 @@ static double mono_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-static int ct_equal(const unsigned char *a, const unsigned char *b, size_t n)
-{
-    unsigned char d = 0;
-    for (size_t i = 0; i < n; i++) d |= (unsigned char)(a[i] ^ b[i]);
-    return d == 0;
-}
-
 static void format_sockaddr(const struct sockaddr_storage *ss, char *buf, size_t len)
 {
     char a[INET6_ADDRSTRLEN] = "?";
@@ -532,31 +525,17 @@ static void conn_fail_eof(tcp_conn_t *c)
 
 /* ---- posting ----------------------------------------------------------------------------- */
 
-/* Payload slice k of a len-byte message over n sockets. */
-static void slice(size_t len, int n, int k, size_t *off, size_t *sl)
-{
-    size_t base = len / (size_t)n, rem = len % (size_t)n, uk = (size_t)k;
-    *off = uk * base + (uk < rem ? uk : rem);
-    *sl = base + (uk < rem ? 1 : 0);
-}
-
-static int msg_slices(const tcp_conn_t *c, size_t len)
-{
-    return (len >= TCP_SPLIT_MIN && c->nsocks > 1) ? c->nsocks : 1;
-}
-
 static void do_tx(tsock_t *s);
 
 static void post_send(tcp_req_t *r)
 {
     tcp_conn_t *c = r->conn;
-    tcp_put64(r->hdr, r->tag);
-    tcp_put64(r->hdr + 8, (uint64_t)r->len);
-    int n = msg_slices(c, r->len);
+    tcp_msg_hdr_encode(r->hdr, r->tag, (uint64_t)r->len);
+    int n = tcp_msg_nslices(r->len, c->nsocks);
     r->segs_left = 0;
     for (int k = 0; k < n; k++) {
         size_t off, sl;
-        slice(r->len, n, k, &off, &sl);
+        tcp_msg_slice(r->len, n, k, &off, &sl);
         seg_t *g = &r->seg[k];
         memset(g, 0, sizeof *g);
         g->req = r;
@@ -654,34 +633,23 @@ static void match_header(tcp_conn_t *c)
 {
     tcp_req_t *r = q_pop(&c->unm_h, &c->unm_t);
     if (!r) return;   /* callers only complete a header when a receive is posted */
-    uint64_t tag = tcp_get64(c->hdr);
-    uint64_t len64 = tcp_get64(c->hdr + 8);
+    uint64_t tag, len64;
+    tcp_msg_hdr_decode(c->hdr, &tag, &len64);
     c->hdr_off = 0;
     size_t len = (size_t)len64;
-    int ok = 1;
     char msg[320];
-    if (tag != r->tag) {
-        snprintf(msg, sizeof msg, "tcp: message from rank %d (%s) carries tag %llu but the "
-                 "receive posted for it expects tag %llu (the ranks disagree on the sequence "
-                 "of operations)", c->peer, c->peer_addr, (unsigned long long)tag,
-                 (unsigned long long)r->tag);
-        ok = 0;
-    } else if (len64 > (uint64_t)r->len) {
-        snprintf(msg, sizeof msg, "tcp: message from rank %d (%s) with tag %llu is %llu bytes "
-                 "but the receive posted for it holds only %zu bytes", c->peer, c->peer_addr,
-                 (unsigned long long)tag, (unsigned long long)len64, r->len);
-        ok = 0;
-    }
+    int ok = tcp_msg_check(tag, len64, r->tag, r->len, c->peer, c->peer_addr, msg,
+                           sizeof msg) == TCP_MSG_OK;
     if (!ok) {
         r->errmsg = strdup(msg);
         req_finish(r, COHORT_ERR_MISMATCH);   /* the user hears now; the payload is drained */
     } else {
         r->nbytes = len;
     }
-    int n = msg_slices(c, len);
+    int n = tcp_msg_nslices(len, c->nsocks);
     for (int k = 0; k < n; k++) {
         size_t off, sl;
-        slice(len, n, k, &off, &sl);
+        tcp_msg_slice(len, n, k, &off, &sl);
         if (sl == 0) continue;
         seg_t *g = &r->seg[k];
         memset(g, 0, sizeof *g);
@@ -872,14 +840,7 @@ static void sock_connect_progress(tsock_t *s)
             unsigned char in[TCP_ACK_MAC_INPUT], mac[TCP_MAC_LEN];
             tcp_ack_mac_input(s->hello, s->ack, in);
             host->auth(in, sizeof in, mac);
-            const char *why = NULL;
-            if (tcp_get32(s->ack) != TCP_ACK_MAGIC) why = "not a cohort tcp acknowledgement";
-            else if (tcp_get32(s->ack + 4) != TCP_PROTO_VERSION) why = "protocol version differs";
-            else if (!ct_equal(mac, s->ack + TCP_ACK_MAC_OFF, TCP_MAC_LEN))
-                why = "its HMAC does not verify (it does not hold this job's secret)";
-            else if (tcp_get32(s->ack + 8) != (uint32_t)c->peer ||
-                     tcp_get32(s->ack + 12) != (uint32_t)s->idx)
-                why = "it answers for another rank or socket";
+            const char *why = tcp_ack_check(s->ack, mac, c->peer, s->idx);
             if (why) {
                 conn_fail(c, COHORT_ERR_TRANSPORT, "tcp: the endpoint at %s that should be rank "
                           "%d failed authentication: %s", c->peer_addr, c->peer, why);
@@ -1009,54 +970,22 @@ static int inc_validate(tcp_ep_t *ep, incoming_t *in)
     const cohort_host_v1_t *host = ep->host;
     tcp_hello_t h;
     tcp_hello_decode(in->hello, &h);
-    if (h.magic != TCP_HELLO_MAGIC) {
-        inc_reject(ep, in, "not a cohort tcp handshake (bad magic 0x%08x)", (unsigned)h.magic);
-        return 0;
-    }
-    if (h.version != TCP_PROTO_VERSION) {
-        inc_reject(ep, in, "tcp protocol version %u, this plugin speaks %u (mixed cohort "
-                   "versions in one job?)", (unsigned)h.version, TCP_PROTO_VERSION);
-        return 0;
-    }
-    if (memcmp(h.job_id, ep->job_id, TCP_JOBID_LEN) != 0) {
-        char theirs[TCP_JOBID_LEN + 1];
-        memcpy(theirs, h.job_id, TCP_JOBID_LEN);
-        theirs[TCP_JOBID_LEN] = '\0';
-        for (char *p = theirs; *p; p++)
-            if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e) *p = '?';
-        inc_reject(ep, in, "job id '%s' is not this job's '%.64s'", theirs, ep->job_id);
+    const tcp_hello_want_t want = { ep->job_id, ep->comm_id, ep->rank, ep->nranks };
+    char why[256];
+    if (tcp_hello_check_id(&h, &want, why, sizeof why) != TCP_HELLO_OK) {
+        inc_reject(ep, in, "%s", why);
         return 0;
     }
     unsigned char min[TCP_HELLO_MAC_INPUT], mac[TCP_MAC_LEN];
     tcp_hello_mac_input(in->hello, min);
     host->auth(min, sizeof min, mac);
-    if (!ct_equal(mac, h.mac, TCP_MAC_LEN)) {
+    if (!tcp_ct_equal(mac, h.mac, TCP_MAC_LEN)) {
         inc_reject(ep, in, "HMAC does not verify (the peer does not hold this job's secret: "
                    "forged or stray connection, or a different COHORT_SECRET)");
         return 0;
     }
-    if (h.comm_id != ep->comm_id) {
-        inc_reject(ep, in, "communicator id %llu, this endpoint belongs to %llu",
-                   (unsigned long long)h.comm_id, (unsigned long long)ep->comm_id);
-        return 0;
-    }
-    if (h.nranks != (uint32_t)ep->nranks) {
-        inc_reject(ep, in, "it believes the communicator has %u ranks, not %d",
-                   (unsigned)h.nranks, ep->nranks);
-        return 0;
-    }
-    if (h.src >= (uint32_t)ep->nranks) {
-        inc_reject(ep, in, "source rank %u out of range [0,%d)", (unsigned)h.src, ep->nranks);
-        return 0;
-    }
-    if (h.dst != (uint32_t)ep->rank) {
-        inc_reject(ep, in, "rank %u wants rank %u, this is rank %d", (unsigned)h.src,
-                   (unsigned)h.dst, ep->rank);
-        return 0;
-    }
-    if (h.nsocks < 1 || h.nsocks > TCP_MAX_NSOCKS || h.sock_idx >= h.nsocks) {
-        inc_reject(ep, in, "socket %u of %u is out of range (at most %d sockets)",
-                   (unsigned)h.sock_idx, (unsigned)h.nsocks, TCP_MAX_NSOCKS);
+    if (tcp_hello_check_peer(&h, &want, why, sizeof why) != TCP_HELLO_OK) {
+        inc_reject(ep, in, "%s", why);
         return 0;
     }
     if (is_duplicate(ep, (int)h.src, (int)h.sock_idx)) {
@@ -2047,7 +1976,7 @@ static int peer_addr_check(const tcp_ep_t *ep, int peer, const void *blob, size_
                  tcp_addr_strerror(e));
         return -1;
     }
-    if (!ct_equal(a->job_hash, ep->job_hash, TCP_MAC_LEN)) {
+    if (!tcp_ct_equal(a->job_hash, ep->job_hash, TCP_MAC_LEN)) {
         snprintf(why, wl, "the address of rank %d belongs to another job (different "
                  "COHORT_JOB_ID or COHORT_SECRET)", peer);
         return -1;

@@ -34,13 +34,20 @@
  * Messages: a header {tag u64, length u64} on socket 0, then the payload. A payload shorter
  * than TCP_SPLIT_MIN (or any payload when there is one socket) follows its header on socket 0;
  * a longer one is cut into nsocks contiguous slices, slice k on socket k. Both sides know the
- * length from the header, so each socket carries its slices in message order.
+ * length from the header, so each socket carries its slices in message order. The receiver
+ * checks a header against the receive posted for it (tcp_msg_check: same tag, length within
+ * the buffer) before any payload byte is stored; a header that fails is drained in the same
+ * slices.
+ *
+ * The checks of what peers send (hello, ack, message header) are below, without sockets, so
+ * that tests/fuzz/fuzz_tcp_wire.c runs them on arbitrary bytes.
  */
 #ifndef COHORT_TCP_WIRE_H
 #define COHORT_TCP_WIRE_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>        /* snprintf: the refusals' messages */
 #include <string.h>
 #include <sys/socket.h>   /* AF_INET, AF_INET6 */
 
@@ -296,6 +303,167 @@ static inline void tcp_probe_encode(unsigned char b[TCP_PROBE_SIZE])
 {
     tcp_put32(b, TCP_PROBE_MAGIC);
     tcp_put32(b + 4, TCP_PROTO_VERSION);
+}
+
+/* ---- checks of what peers send (pure: no sockets; tcp.c and tests/fuzz/fuzz_tcp_wire.c) ---- */
+
+/* Constant-time comparison of n bytes (MACs): 1 when equal. */
+static inline int tcp_ct_equal(const unsigned char *a, const unsigned char *b, size_t n)
+{
+    unsigned char d = 0;
+    for (size_t i = 0; i < n; i++) d |= (unsigned char)(a[i] ^ b[i]);
+    return d == 0;
+}
+
+/* What an acceptor expects of a hello: its own job id (TCP_JOBID_LEN bytes, NUL padded),
+ * communicator, rank and size. */
+typedef struct tcp_hello_want {
+    const char *job_id;
+    uint64_t comm_id;
+    int rank, nranks;
+} tcp_hello_want_t;
+
+/* Why a hello is refused (in the order the acceptor checks). */
+enum {
+    TCP_HELLO_OK = 0, TCP_HELLO_EMAGIC = -1, TCP_HELLO_EVERSION = -2, TCP_HELLO_EJOB = -3,
+    TCP_HELLO_EMAC = -4, TCP_HELLO_ECOMM = -5, TCP_HELLO_ENRANKS = -6, TCP_HELLO_ESRC = -7,
+    TCP_HELLO_EDST = -8, TCP_HELLO_ESOCK = -9
+};
+
+/* The acceptor's checks of a decoded hello, in two steps around the MAC (which needs the job's
+ * secret, so the caller verifies it in between, over tcp_hello_mac_input):
+ *   tcp_hello_check_id:    magic, version and job id (what a stranger gets wrong);
+ *   tcp_hello_check_peer:  communicator, size, source rank in range, addressed to this rank,
+ *                          1..TCP_MAX_NSOCKS sockets with the index below the count.
+ * Each returns TCP_HELLO_OK, or a TCP_HELLO_E* code and the reason in why (whylen bytes,
+ * always NUL-terminated when whylen > 0). A hello that passes both (and the MAC) has
+ * src < nranks, dst == rank, 1 <= nsocks <= TCP_MAX_NSOCKS and sock_idx < nsocks. */
+static inline int tcp_hello_check_id(const tcp_hello_t *h, const tcp_hello_want_t *w,
+                                     char *why, size_t whylen)
+{
+    if (whylen) why[0] = '\0';
+    if (h->magic != TCP_HELLO_MAGIC) {
+        snprintf(why, whylen, "not a cohort tcp handshake (bad magic 0x%08x)",
+                 (unsigned)h->magic);
+        return TCP_HELLO_EMAGIC;
+    }
+    if (h->version != TCP_PROTO_VERSION) {
+        snprintf(why, whylen, "tcp protocol version %u, this plugin speaks %u (mixed cohort "
+                 "versions in one job?)", (unsigned)h->version, TCP_PROTO_VERSION);
+        return TCP_HELLO_EVERSION;
+    }
+    if (memcmp(h->job_id, w->job_id, TCP_JOBID_LEN) != 0) {
+        char theirs[TCP_JOBID_LEN + 1];
+        memcpy(theirs, h->job_id, TCP_JOBID_LEN);
+        theirs[TCP_JOBID_LEN] = '\0';
+        for (char *p = theirs; *p; p++)
+            if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e) *p = '?';
+        snprintf(why, whylen, "job id '%s' is not this job's '%.64s'", theirs, w->job_id);
+        return TCP_HELLO_EJOB;
+    }
+    return TCP_HELLO_OK;
+}
+
+static inline int tcp_hello_check_peer(const tcp_hello_t *h, const tcp_hello_want_t *w,
+                                       char *why, size_t whylen)
+{
+    if (whylen) why[0] = '\0';
+    if (h->comm_id != w->comm_id) {
+        snprintf(why, whylen, "communicator id %llu, this endpoint belongs to %llu",
+                 (unsigned long long)h->comm_id, (unsigned long long)w->comm_id);
+        return TCP_HELLO_ECOMM;
+    }
+    if (h->nranks != (uint32_t)w->nranks) {
+        snprintf(why, whylen, "it believes the communicator has %u ranks, not %d",
+                 (unsigned)h->nranks, w->nranks);
+        return TCP_HELLO_ENRANKS;
+    }
+    if (h->src >= (uint32_t)w->nranks) {
+        snprintf(why, whylen, "source rank %u out of range [0,%d)", (unsigned)h->src,
+                 w->nranks);
+        return TCP_HELLO_ESRC;
+    }
+    if (h->dst != (uint32_t)w->rank) {
+        snprintf(why, whylen, "rank %u wants rank %u, this is rank %d", (unsigned)h->src,
+                 (unsigned)h->dst, w->rank);
+        return TCP_HELLO_EDST;
+    }
+    if (h->nsocks < 1 || h->nsocks > TCP_MAX_NSOCKS || h->sock_idx >= h->nsocks) {
+        snprintf(why, whylen, "socket %u of %u is out of range (at most %d sockets)",
+                 (unsigned)h->sock_idx, (unsigned)h->nsocks, TCP_MAX_NSOCKS);
+        return TCP_HELLO_ESOCK;
+    }
+    return TCP_HELLO_OK;
+}
+
+/* The connector's check of the acceptor's answer: NULL when ack (TCP_ACK_SIZE bytes) is an ack
+ * of this protocol version carrying mac (the MAC computed over tcp_ack_mac_input) from rank
+ * peer for socket idx; else why it is not. */
+static inline const char *tcp_ack_check(const unsigned char *ack, const unsigned char *mac,
+                                        int peer, int idx)
+{
+    if (tcp_get32(ack) != TCP_ACK_MAGIC) return "not a cohort tcp acknowledgement";
+    if (tcp_get32(ack + 4) != TCP_PROTO_VERSION) return "protocol version differs";
+    if (!tcp_ct_equal(mac, ack + TCP_ACK_MAC_OFF, TCP_MAC_LEN))
+        return "its HMAC does not verify (it does not hold this job's secret)";
+    if (tcp_get32(ack + 8) != (uint32_t)peer || tcp_get32(ack + 12) != (uint32_t)idx)
+        return "it answers for another rank or socket";
+    return NULL;
+}
+
+/* Message header {tag u64, length u64}. */
+static inline void tcp_msg_hdr_encode(unsigned char *b, uint64_t tag, uint64_t len)
+{
+    tcp_put64(b, tag);
+    tcp_put64(b + 8, len);
+}
+
+static inline void tcp_msg_hdr_decode(const unsigned char *b, uint64_t *tag, uint64_t *len)
+{
+    *tag = tcp_get64(b);
+    *len = tcp_get64(b + 8);
+}
+
+/* Why a message header does not fit the receive posted for it. */
+enum { TCP_MSG_OK = 0, TCP_MSG_ETAG = -1, TCP_MSG_ELENGTH = -2 };
+
+/* A received header (tag, len) against the receive posted for it (want_tag, cap bytes) on the
+ * connection from rank peer at peer_addr: TCP_MSG_OK when the tags agree and the payload fits,
+ * so that it may be read into the receive's buffer; else a TCP_MSG_E* code and the receive's
+ * error message in why (whylen bytes; the payload must then be drained, not stored). */
+static inline int tcp_msg_check(uint64_t tag, uint64_t len, uint64_t want_tag, size_t cap,
+                                int peer, const char *peer_addr, char *why, size_t whylen)
+{
+    if (whylen) why[0] = '\0';
+    if (tag != want_tag) {
+        snprintf(why, whylen, "tcp: message from rank %d (%s) carries tag %llu but the "
+                 "receive posted for it expects tag %llu (the ranks disagree on the sequence "
+                 "of operations)", peer, peer_addr, (unsigned long long)tag,
+                 (unsigned long long)want_tag);
+        return TCP_MSG_ETAG;
+    }
+    if (len > (uint64_t)cap) {
+        snprintf(why, whylen, "tcp: message from rank %d (%s) with tag %llu is %llu bytes "
+                 "but the receive posted for it holds only %zu bytes", peer, peer_addr,
+                 (unsigned long long)tag, (unsigned long long)len, cap);
+        return TCP_MSG_ELENGTH;
+    }
+    return TCP_MSG_OK;
+}
+
+/* How many sockets a len-byte payload is striped over on a connection of nsocks sockets. */
+static inline int tcp_msg_nslices(size_t len, int nsocks)
+{
+    return (len >= TCP_SPLIT_MIN && nsocks > 1) ? nsocks : 1;
+}
+
+/* Payload slice k (0 <= k < n) of a len-byte message over n sockets: [*off, *off + *sl). The
+ * slices are contiguous, in order, cover exactly [0, len) and differ in size by at most 1. */
+static inline void tcp_msg_slice(size_t len, int n, int k, size_t *off, size_t *sl)
+{
+    size_t base = len / (size_t)n, rem = len % (size_t)n, uk = (size_t)k;
+    *off = uk * base + (uk < rem ? uk : rem);
+    *sl = base + (uk < rem ? 1 : 0);
 }
 
 #endif
