@@ -176,8 +176,11 @@ static void drain_locked(cohort_comm_t *comm)
     for (;;) {
         cohort_rdv_event_t ev;
         if (!g_cl || cohort_rdv_fd(g_cl) < 0) break;
-        if (cohort_rdv_next_event(g_cl, &ev)) {
-            COHORT_INFO(SUBSYS, "reading the job's rendezvous: %s", cohort_last_error());
+        if (cohort_rdv_next_event(g_cl, &ev)) {   /* it closed the channel */
+            atomic_store(&g_fd, -1);
+            COHORT_WARN(SUBSYS, "the job's control channel sent what this rank cannot read and "
+                        "was closed (%s); peer loss is now noticed by the transports only",
+                        cohort_last_error());
             break;
         }
         if (ev.kind == COHORT_RDV_EV_NONE) break;

@@ -41,6 +41,7 @@
 enum { MSG_GATHER = 1, MSG_RESULT = 2, MSG_FAIL = 3, MSG_BYE = 4, MSG_QUERY = 5, MSG_MISSING = 6,
        MSG_NOTE = 7, MSG_STALL = 8, MSG_SHUTDOWN = 9, MSG_NOTICE = 10 };
 #define NOTICE_HEAD 16   /* comm id (8), about (4), status (4), then the text */
+#define NOTICE_MAX 65536u   /* and what a rank reads of a notice or a text from the server */
 #define MAX_NOTICED 256
 #define STALL_GATHER_NS (2ull * 1000000000ull)   /* collect stall reports this long, then log */
 
@@ -603,7 +604,7 @@ static int handle_msg(cohort_rdv_server_t *s, rdv_conn_t *c)
             break;
         }
         case MSG_NOTICE: {   /* the first failure of each communicator goes to everyone */
-            if (h.nbytes < NOTICE_HEAD + 1) {
+            if (h.nbytes < NOTICE_HEAD + 1 || h.nbytes > NOTICE_MAX) {   /* ranks take no more */
                 server_fail(s, "rank %d sent a malformed notice (%llu bytes)", c->rank,
                             (unsigned long long)h.nbytes);
                 conn_drop(s, c);
@@ -1042,7 +1043,7 @@ static cohort_status_t send_msg(cohort_rdv_client_t *c, uint32_t type, const voi
 static cohort_status_t read_text(cohort_rdv_client_t *c, const rdv_hdr_t *h, char *text,
                                  size_t len, uint64_t deadline)
 {
-    if (h->nbytes > 65536)
+    if (h->nbytes > NOTICE_MAX)
         return cohort_error(COHORT_ERR_INTERNAL, "malformed message from the rendezvous");
     char *tmp = malloc(h->nbytes + 1);
     if (!tmp) return cohort_error(COHORT_ERR_NO_MEMORY, "no memory");
@@ -1103,7 +1104,21 @@ cohort_status_t cohort_rdv_allgather(cohort_rdv_client_t *c, const void *sendbuf
 
 int cohort_rdv_fd(const cohort_rdv_client_t *c) { return c ? c->fd : -1; }
 
+static cohort_status_t next_event(cohort_rdv_client_t *c, cohort_rdv_event_t *ev);
+
 cohort_status_t cohort_rdv_next_event(cohort_rdv_client_t *c, cohort_rdv_event_t *ev)
+{
+    cohort_status_t st = next_event(c, ev);
+    /* A message refused or cut short: its header is read but not all of its payload, so the
+     * next read would take payload bytes for a header. Nothing more can be trusted: close. */
+    if (st && c && c->fd >= 0) {
+        close(c->fd);
+        c->fd = -1;
+    }
+    return st;
+}
+
+static cohort_status_t next_event(cohort_rdv_client_t *c, cohort_rdv_event_t *ev)
 {
     memset(ev, 0, sizeof *ev);
     ev->rank = -1;
@@ -1128,7 +1143,7 @@ cohort_status_t cohort_rdv_next_event(cohort_rdv_client_t *c, cohort_rdv_event_t
     if (st) return st;
     switch (h.type) {
     case MSG_NOTICE: {
-        if (h.nbytes < NOTICE_HEAD + 1 || h.nbytes > 65536)
+        if (h.nbytes < NOTICE_HEAD + 1 || h.nbytes > NOTICE_MAX)
             return cohort_error(COHORT_ERR_INTERNAL, "malformed notice from the rendezvous");
         unsigned char *buf = malloc(h.nbytes);
         if (!buf) return cohort_error(COHORT_ERR_NO_MEMORY, "no memory");

@@ -95,7 +95,8 @@ typedef struct cohort_rdv_event {
     char text[1024];
 } cohort_rdv_event_t;
 /* Non-blocking: the next message of the server, if one is there (kind NONE otherwise). GONE and
- * SHUTDOWN close the connection. */
+ * SHUTDOWN close the connection; so does an error (a message refused or cut short: the stream
+ * would be out of step). */
 cohort_status_t cohort_rdv_next_event(cohort_rdv_client_t *cl, cohort_rdv_event_t *ev);
 /* Sends BYE and closes. */
 void cohort_rdv_close(cohort_rdv_client_t *cl);

@@ -20,12 +20,14 @@
  *   mode 0: each complete, well-formed message yields exactly its event (kind, rank,
  *     communicator, status, text up to its first NUL and 1023 characters); a message of an
  *     unknown type or out of the limits is refused with COHORT_ERR_INTERNAL and a message, a
- *     truncated one with an error status and a message; the end of the bytes is GONE (or
- *     SHUTDOWN where the server said so), after which the connection is closed.
+ *     truncated one with an error status and a message, and either closes the connection (the
+ *     stream would be out of step); the end of the bytes is GONE (or SHUTDOWN where the server
+ *     said so), after which the connection is closed.
  *   mode 1: rank 1 receives exactly the notices, notes and the job's first failure that rank
  *     0's messages call for, in order (a NOTICE once per communicator and rank it is about;
- *     FAIL forwarded with its code; an unknown type, an oversized message or a short NOTICE
- *     fail the job naming rank 0 and drop it; a GATHER out of step fails the job; a
+ *     FAIL forwarded with its code; an unknown type, an oversized message or a NOTICE shorter
+ *     than its head or longer than a rank reads (64 KiB) fail the job naming rank 0 and drop
+ *     it; a GATHER out of step fails the job; a
  *     connection that ends without BYE fails it as rank 0 gone), nothing else; the server's
  *     recorded failure (cohort_rdv_server_failure) is the predicted one; it finishes.
  * Every FAIL event carries an error status (< 0). Every wait is bounded (3 s; an input needs
@@ -167,10 +169,12 @@ static void no_time_wait(cohort_rdv_client_t *cl)
 }
 
 /* An error from cohort_rdv_next_event: a status and a message. */
-static void refused(cohort_status_t st, cohort_status_t want, const char *what)
+static void refused(cohort_rdv_client_t *cl, cohort_status_t st, cohort_status_t want,
+                    const char *what)
 {
     const char *msg = cohort_last_error();
     FUZZ_CHECK(st < 0, "%s: status %d, expected an error", what, (int)st);
+    FUZZ_CHECK(cohort_rdv_fd(cl) < 0, "%s: the connection stayed open (out of step)", what);
     FUZZ_CHECK(want == 0 || st == want, "%s: status %d, expected %d", what, (int)st, (int)want);
     FUZZ_CHECK(msg && *msg, "%s: status %d without a message", what, (int)st);
 }
@@ -264,7 +268,7 @@ static void to_rank(const uint8_t *d, size_t n)
             break;
         }
         if (avail < HDR) {
-            refused(st, 0, "a truncated header");
+            refused(cl, st, 0, "a truncated header");
             break;
         }
         hdr_t h;
@@ -279,15 +283,15 @@ static void to_rank(const uint8_t *d, size_t n)
             break;
         }
         if (h.type != NOTICE && h.type != FAIL && h.type != NOTE && h.type != MISSING) {
-            refused(st, COHORT_ERR_INTERNAL, "an unknown message type");
+            refused(cl, st, COHORT_ERR_INTERNAL, "an unknown message type");
             break;
         }
         if (h.nbytes > CLIENT_MAX || (h.type == NOTICE && h.nbytes < NOTICE_HEAD + 1)) {
-            refused(st, COHORT_ERR_INTERNAL, "a message out of the limits");
+            refused(cl, st, COHORT_ERR_INTERNAL, "a message out of the limits");
             break;
         }
         if (pay < h.nbytes) {
-            refused(st, 0, "a truncated message");
+            refused(cl, st, 0, "a truncated message");
             break;
         }
         if (h.type == NOTICE) {
@@ -400,7 +404,7 @@ static void predict(model_t *m, const uint8_t *d, size_t n)
             }
             break;
         case NOTICE: {
-            if (h.nbytes < NOTICE_HEAD + 1) {
+            if (h.nbytes < NOTICE_HEAD + 1 || h.nbytes > CLIENT_MAX) {
                 snprintf(t, sizeof t, "rank 0 sent a malformed notice (%llu bytes)",
                          (unsigned long long)h.nbytes);
                 model_fail(m, 0, t);
@@ -417,11 +421,6 @@ static void predict(model_t *m, const uint8_t *d, size_t n)
             if (seen) break;
             if (m->nnoticed < MAX_NOTICED) m->noticed[m->nnoticed++] = key;
             text_srv(p + NOTICE_HEAD, h.nbytes - NOTICE_HEAD, t, 1024);
-            if (h.nbytes > CLIENT_MAX) {
-                /* forwarded, but more than a client takes: see fuzz_ctl's report */
-                m->overflow = 1;
-                break;
-            }
             add_ev(m, COHORT_RDV_EV_FAIL, about, id,
                    status < 0 && status > -256 ? status : COHORT_ERR_PEER_LOST, t);
             break;
