@@ -189,10 +189,11 @@ typedef struct hook_ep {
     int rank;
 } hook_ep_t;
 
-static cohort_status_t hook_peer_check(void *ep, int peer)
+static cohort_status_t hook_peer_check(void *ep, int peer, int report)
 {
     hook_ep_t *h = ep;
     (void)peer;
+    (void)report;
     atomic_fetch_add_explicit(&h->w->peer_checks, 1, memory_order_relaxed);
     return COHORT_SUCCESS;
 }

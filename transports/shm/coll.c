@@ -444,7 +444,7 @@ static cohort_status_t compute_cma(shm_coll_t *co)
         if (j == co->rank) continue;   /* our own allgather block: copied in phase A */
         int rc = co->hooks.read(co->hooks.ep, j, dst, co->ctl[j].addr, co->bytes);
         if (rc < 0) {
-            cohort_status_t st = co->hooks.peer_check(co->hooks.ep, j);
+            cohort_status_t st = co->hooks.peer_check(co->hooks.ep, j, 1);
             if (st) return st;
             return co->host->error(COHORT_ERR_TRANSPORT, "shm: rank %d: reading %zu bytes of "
                                    "rank %d's buffer with process_vm_readv in a %s failed: %s",
@@ -569,13 +569,16 @@ cohort_status_t shm_coll_advance(shm_coll_t *co, int *moved, int *waiting_on)
                 co->idle = 0;
             } else if (++co->idle % LIVE_EVERY == 0) {
                 int peer = co->wait_peer;
-                cohort_status_t st = co->hooks.peer_check(co->hooks.ep, peer);
+                cohort_status_t st = co->hooks.peer_check(co->hooks.ep, peer, 0);
                 /* A peer that published what we wait for and then closed or exited is not
-                 * lost for this step: its publication came before its close, so look again. */
+                 * lost for this step: its publication came before its close, so look again
+                 * (and say nothing: the log would show a loss that did not happen). */
                 if (st && !reached(co, which, t, only)) {
                     co->active = 0;
                     co->broken = 1;
-                    return st;
+                    st = co->hooks.peer_check(co->hooks.ep, peer, 1);
+                    return st ? st : co->host->error(COHORT_ERR_PEER_LOST, "shm: rank %d left "
+                                                     "the node collective", peer);
                 }
                 if (st) continue;
             }

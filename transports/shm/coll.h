@@ -18,8 +18,10 @@
 
 typedef struct shm_coll_hooks {
     void *ep;
-    /* COHORT_SUCCESS while peer is there; else the error (after host->error naming it). */
-    cohort_status_t (*peer_check)(void *ep, int peer);
+    /* COHORT_SUCCESS while peer is there; else the error. report 0: only says so (no log, no
+     * change: the caller may still find that what it waits for was published before the peer
+     * left); report 1: fails the connection and records the error with host->error. */
+    cohort_status_t (*peer_check)(void *ep, int peer, int report);
     /* Wakes peer's ep_fd (it armed itself and we cleared its flag). */
     void (*wake)(void *ep, int peer);
     /* Single copy from a peer's memory (process_vm_readv): 0 or -errno. Used only when cma. */

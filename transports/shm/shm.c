@@ -1717,17 +1717,27 @@ static shm_conn_t *conn_of(shm_ep_t *ep, int peer)
     return peer >= 0 && peer < ep->nranks && ep->by_peer ? ep->by_peer[peer] : NULL;
 }
 
-static cohort_status_t coll_peer_check(void *epv, int peer)
+static cohort_status_t coll_peer_check(void *epv, int peer, int report)
 {
     shm_ep_t *ep = epv;
     shm_conn_t *c = conn_of(ep, peer);
     if (!c) return COHORT_SUCCESS;
+    if (!report) {   /* look only */
+        if (c->state == C_FAILED) return c->err;
+        if (c->state == C_READY &&
+            atomic_load_explicit(&c->ctl->closed[peer_side(c)], memory_order_acquire))
+            return COHORT_ERR_PEER_LOST;
+        if (c->state == C_READY && now_ns() >= c->next_live_check &&
+            pid_gone(c->pidfd, c->peer_pid))
+            return COHORT_ERR_PEER_LOST;
+        return COHORT_SUCCESS;
+    }
     if (c->state == C_READY &&
         atomic_load_explicit(&c->ctl->closed[peer_side(c)], memory_order_acquire))
         conn_fail(c, COHORT_ERR_PEER_LOST, "shm: rank %d (pid %d) closed its endpoint (destroyed "
                   "or aborted its communicator) while rank %d waited for it in a node "
                   "collective", c->peer, c->peer_pid, ep->rank);
-    else if (c->state == C_READY && now_ns() >= c->next_live_check)
+    else if (c->state == C_READY)
         check_peer_alive(c, 1);
     if (c->state == C_FAILED) return ep->host->error(c->err, "%s", c->errmsg);
     return COHORT_SUCCESS;
