@@ -629,7 +629,9 @@ static void on_wc(vb_ep_t *ep, const struct ibv_wc *wc)
                       (int)wc->status, wc->vendor_err);
         return;
     }
-    if (c->state != C_UP) return;
+    /* Not only C_UP: the acceptor's QP is ready before the connector's last handshake step
+     * reaches it, and the connector may already have sent (match() waits for C_UP). */
+    if (c->state == C_FAILED) return;
     switch (kind) {
     case W_RECV:
         if (idx >= VB_RX_WR) return;
