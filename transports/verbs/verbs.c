@@ -74,6 +74,8 @@
 #define VB_HELLO_SIZE 160
 #define VB_HELLO_MAC_OFF 128
 enum { HELLO = 1, REPLY = 2, READY = 3 };
+#define VB_BYE_MAGIC 0x43564245u                /* "CVBE" */
+#define VB_BYE_SIZE 12
 
 enum { M_EAGER = 1, M_RTS = 2, M_CTS = 3, M_CREDIT = 4 };
 #define F_DROP 1u
@@ -179,6 +181,12 @@ typedef struct vb_conn {
     vb_credit_t cr;
     int sq_free;
     uint32_t next_id;
+    /* orderly close: the peer's BYE carries how many of its messages completed (each consumed
+     * one of our receives); the connection fails only once that many have been received */
+    uint64_t tx_done, rx_done, bye_count;
+    unsigned char bye[VB_BYE_SIZE];
+    size_t bye_off;
+    int bye_seen;
     vb_req_t *reqs;
     vb_req_t *txq, *txq_tail, *rq, *rq_tail;
 } vb_conn_t;
@@ -606,6 +614,10 @@ static void on_wc(vb_ep_t *ep, const struct ibv_wc *wc)
     vb_conn_t *c = ep->conns[peer];
     if (!c || !c->qp || c->qp->qp_num != wc->qp_num) return;      /* a closed connection's */
     if (kind != W_RECV) c->sq_free++;
+    if (wc->status == IBV_WC_SUCCESS) {
+        if (kind == W_RECV) c->rx_done++;
+        else if (kind == W_SEND || kind == W_WRITE) c->tx_done++;
+    }
     if (kind == W_SEND && idx < VB_TX_SLOTS) {
         c->tx_used &= ~((uint64_t)1 << idx);
         vb_req_t *r = c->tx_req[idx];
@@ -678,12 +690,19 @@ static int poll_cq(vb_ep_t *ep)
         total += n;
         if (n < 32) break;
     }
-    if (total)
-        for (int p = 0; p < ep->nranks; p++)
-            if (ep->conns[p]) {
-                match(ep->conns[p]);
-                pump(ep->conns[p]);
-            }
+    for (int p = 0; p < ep->nranks; p++) {
+        vb_conn_t *c = ep->conns[p];
+        if (!c) continue;
+        if (total) {
+            match(c);
+            pump(c);
+        }
+        if (c->bye_seen && c->ss == SS_CLOSED && c->state != C_FAILED &&
+            c->rx_done >= c->bye_count)
+            conn_fail(c, COHORT_ERR_PEER_LOST, "verbs: rank %d: rank %d closed its connection "
+                      "(%s port %d; it closed the communicator or exited)", ep->rank, p,
+                      ep->ctx->devname, ep->ctx->port);
+    }
     return COHORT_SUCCESS;
 }
 
@@ -894,12 +913,26 @@ static void conn_sock(vb_conn_t *c)
             break;
         }
         case SS_LIVE: {
-            char b[64];
+            unsigned char b[64];
             ssize_t n = recv(c->fd, b, sizeof b, MSG_DONTWAIT);
-            if (n > 0) continue;
+            if (n > 0) {
+                for (ssize_t i = 0; i < n && c->bye_off < VB_BYE_SIZE; i++)
+                    c->bye[c->bye_off++] = b[i];
+                if (c->bye_off == VB_BYE_SIZE && !c->bye_seen &&
+                    get32(c->bye) == VB_BYE_MAGIC) {
+                    c->bye_seen = 1;
+                    c->bye_count = get64(c->bye + 4);
+                }
+                continue;
+            }
             if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
             c->ss = SS_CLOSED;
             epoll_ctl(c->ep->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+            if (c->bye_seen) {
+                /* closed by the peer: fail once what it sent has arrived (poll_cq checks) */
+                (void)poll_cq(c->ep);
+                return;
+            }
             drain_and_lose(c, n == 0 ? "end of file" : strerror(errno));
             return;
         }
@@ -1522,6 +1555,15 @@ static int vb_can_reach(cohort_tp_ep_t e, int peer, const void *blob, size_t len
 static void conn_destroy(vb_conn_t *c)
 {
     vb_ep_t *ep = c->ep;
+    if (c->fd >= 0 && c->state == C_UP && c->ss == SS_LIVE) {
+        /* tell the peer how many of our messages it must still receive (best effort, never
+         * blocks): its pending receives then fail only after what we sent has landed */
+        unsigned char b[VB_BYE_SIZE], junk[64];
+        while (recv(c->fd, junk, sizeof junk, MSG_DONTWAIT) > 0) { /* unread bytes: no RST */ }
+        put32(b, VB_BYE_MAGIC);
+        put64(b + 4, c->tx_done);
+        (void)send(c->fd, b, sizeof b, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
     if (c->qp) ibv_destroy_qp(c->qp);
     if (c->rx_mr) ibv_dereg_mr(c->rx_mr);
     if (c->tx_mr) ibv_dereg_mr(c->tx_mr);
