@@ -143,7 +143,8 @@ enum { S_QUEUED = 1, S_EAGER_SENT, S_WAIT_CTS, S_WRITE_Q, S_WRITING,
        R_POSTED, R_CTS_Q, R_WAIT_DATA, DONE };
 enum { SS_NONE = 0, SS_CONNECTING, SS_SEND, SS_WAIT_REPLY, SS_WAIT_HELLO, SS_WAIT_READY, SS_LIVE,
        SS_CLOSED };
-enum { C_SETUP = 0, C_UP, C_FAILED };
+/* C_GONE: the peer closed or died; what it sent before still matches receives, the rest fail */
+enum { C_SETUP = 0, C_UP, C_GONE, C_FAILED };
 enum { FD_LISTEN = 1, FD_INCOMING, FD_CONN, FD_COMP, FD_ASYNC, FD_EVENT };
 
 typedef struct fdent { int kind; void *obj; } fdent_t;
@@ -507,7 +508,7 @@ static void pump(vb_conn_t *c)
 
 static void match(vb_conn_t *c)
 {
-    while (c->state == C_UP && c->rq && c->unexp_n) {
+    while ((c->state == C_UP || c->state == C_GONE) && c->rq && c->unexp_n) {
         unsigned slot = c->unexp[c->unexp_head];
         vb_hdr_t h;
         memcpy(&h, c->rx + (size_t)slot * VB_SLOT_SIZE, sizeof h);
@@ -676,6 +677,8 @@ static void on_wc(vb_ep_t *ep, const struct ibv_wc *wc)
     }
 }
 
+static void gone_check(vb_conn_t *c);
+
 static int poll_cq(vb_ep_t *ep)
 {
     struct ibv_wc wc[32];
@@ -697,11 +700,7 @@ static int poll_cq(vb_ep_t *ep)
             match(c);
             pump(c);
         }
-        if (c->bye_seen && c->ss == SS_CLOSED && c->state != C_FAILED &&
-            c->rx_done >= c->bye_count)
-            conn_fail(c, COHORT_ERR_PEER_LOST, "verbs: rank %d: rank %d closed its connection "
-                      "(%s port %d; it closed the communicator or exited)", ep->rank, p,
-                      ep->ctx->devname, ep->ctx->port);
+        gone_check(c);
     }
     return COHORT_SUCCESS;
 }
@@ -839,14 +838,46 @@ static int sock_fill(vb_conn_t *c)
     return 1;
 }
 
-static void drain_and_lose(vb_conn_t *c, const char *why)
+/* The peer is gone (its socket closed): from now on sends fail, and receives fail once no
+ * message of the peer is left to match them (after its BYE count arrived, if it sent one). */
+static void conn_gone(vb_conn_t *c, const char *why)
 {
     vb_ep_t *ep = c->ep;
+    if (c->state != C_UP) {
+        conn_fail(c, COHORT_ERR_PEER_LOST, "verbs: rank %d lost rank %d (%s port %d) during the "
+                  "handshake: its connection closed (%s)", ep->rank, c->peer, ep->ctx->devname,
+                  ep->ctx->port, why);
+        return;
+    }
+    c->state = C_GONE;
+    c->err = COHORT_ERR_PEER_LOST;
+    if (c->bye_seen)
+        snprintf(c->errmsg, sizeof c->errmsg, "verbs: rank %d: rank %d closed its connection "
+                 "(%s port %d; it closed the communicator or exited)", ep->rank, c->peer,
+                 ep->ctx->devname, ep->ctx->port);
+    else
+        snprintf(c->errmsg, sizeof c->errmsg, "verbs: rank %d lost rank %d (%s port %d): its "
+                 "connection closed (%s): the peer process exited or was killed", ep->rank,
+                 c->peer, ep->ctx->devname, ep->ctx->port, why);
+    ep->host->log(COHORT_LOG_INFO, SUBSYS, "%s", c->errmsg);
     (void)poll_cq(ep);            /* what arrived before the peer left still counts */
-    if (ep->conns[c->peer] != c) return;
-    conn_fail(c, COHORT_ERR_PEER_LOST, "verbs: rank %d lost rank %d (%s port %d): its connection "
-              "closed (%s): the peer process exited or was killed", ep->rank, c->peer,
-              ep->ctx->devname, ep->ctx->port, why);
+}
+
+/* A gone peer's last messages have all arrived: match what can be matched, fail the rest. */
+static void gone_check(vb_conn_t *c)
+{
+    if (c->state != C_GONE || (c->bye_seen && c->rx_done < c->bye_count)) return;
+    match(c);
+    if (c->state != C_GONE) return;
+    int failed = 0;
+    for (vb_req_t *r = c->reqs; r; r = r->next)
+        if (r->state != DONE && !(r->state == R_POSTED && c->unexp_n)) {
+            req_done(r, COHORT_ERR_PEER_LOST);
+            failed = 1;
+        }
+    c->txq = c->txq_tail = NULL;
+    if (!c->unexp_n) c->rq = c->rq_tail = NULL;
+    if (failed) signal_ep(c->ep);
 }
 
 /* Advances one connection's handshake (and watches a live one's socket). */
@@ -928,12 +959,7 @@ static void conn_sock(vb_conn_t *c)
             if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
             c->ss = SS_CLOSED;
             epoll_ctl(c->ep->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-            if (c->bye_seen) {
-                /* closed by the peer: fail once what it sent has arrived (poll_cq checks) */
-                (void)poll_cq(c->ep);
-                return;
-            }
-            drain_and_lose(c, n == 0 ? "end of file" : strerror(errno));
+            conn_gone(c, n == 0 ? "end of file" : strerror(errno));
             return;
         }
         default:
@@ -1408,7 +1434,14 @@ static cohort_status_t vb_ep_close(cohort_tp_ep_t e)
     if (ep->lfd >= 0) close(ep->lfd);
     if (ep->epfd >= 0) close(ep->epfd);
     if (ep->evfd >= 0) close(ep->evfd);
-    if (ep->pd) vb_rc_fini(&ep->rc);
+    if (ep->pd) {
+        if (ep->rc.hits + ep->rc.misses)
+            ep->host->log(COHORT_LOG_INFO, SUBSYS, "verbs: rank %d: registration cache: %llu "
+                          "hits, %llu registrations, %llu evictions", ep->rank,
+                          (unsigned long long)ep->rc.hits, (unsigned long long)ep->rc.misses,
+                          (unsigned long long)ep->rc.evictions);
+        vb_rc_fini(&ep->rc);
+    }
     if (ep->cq) {
         if (ep->cq_unacked) ibv_ack_cq_events(ep->cq, ep->cq_unacked);
         ibv_destroy_cq(ep->cq);
@@ -1733,7 +1766,8 @@ static cohort_status_t vb_conn_test(cohort_tp_conn_t cn)
     if (!c) return COHORT_ERR_INVALID_ARG;
     if (c->state == C_SETUP) (void)ep_advance(c->ep, 1);
     if (c->state == C_UP) return COHORT_SUCCESS;
-    if (c->state == C_FAILED) return c->ep->host->error(c->err, "%s", c->errmsg);
+    if (c->state == C_FAILED || c->state == C_GONE)
+        return c->ep->host->error(c->err, "%s", c->errmsg);
     return COHORT_IN_PROGRESS;
 }
 
@@ -1753,7 +1787,8 @@ static cohort_status_t post_req(vb_conn_t *c, int is_send, void *buf, size_t len
     if (len && !buf)
         return c->ep->host->error(COHORT_ERR_INVALID_ARG, "verbs: %s of %zu bytes with a NULL "
                                   "buffer", is_send ? "isend" : "irecv", len);
-    if (c->state == C_FAILED) return c->ep->host->error(c->err, "%s", c->errmsg);
+    if (c->state == C_FAILED || (c->state == C_GONE && is_send))
+        return c->ep->host->error(c->err, "%s", c->errmsg);
     vb_req_t *r = calloc(1, sizeof *r);
     if (!r) return c->ep->host->error(COHORT_ERR_NO_MEMORY, "verbs: no memory for a request");
     r->conn = c;
@@ -1774,6 +1809,7 @@ static cohort_status_t post_req(vb_conn_t *c, int is_send, void *buf, size_t len
         q_push(&c->rq, &c->rq_tail, r);
         match(c);
         pump(c);
+        gone_check(c);
     }
     *reqp = r;
     return COHORT_SUCCESS;
