@@ -25,6 +25,16 @@ run_case "COHORT_IB_HCA=^rxe: no port left, the job fails naming the setting" \
     sh -c 'out=$(env COHORT_TRANSPORTS=verbs COHORT_IB_HCA=^rxe "$0" -np 2 "$1" 2>&1) && exit 1
            echo "$out" | grep -q "no RDMA device with an active port allowed by COHORT_IB_HCA=^rxe" || { echo "$out"; exit 1; }' \
     "$COHORTRUN" "$top_builddir/examples/allreduce"
+# RLIMIT_MEMLOCK too low: root's CAP_IPC_LOCK would ignore it, so the ranks run without it.
+if command -v setpriv >/dev/null 2>&1; then
+    run_case "RLIMIT_MEMLOCK 512 KiB without CAP_IPC_LOCK: a WARN at init, then the failing ibv_reg_mr names the limit and 'ulimit -l unlimited'" \
+        sh -c 'ulimit -l 512 || exit 1
+               out=$(COHORT_TRANSPORTS=verbs setpriv --inh-caps=-ipc_lock --ambient-caps=-ipc_lock \
+                     --bounding-set=-ipc_lock "$0" -np 2 "$1" 2>&1) && { echo "$out"; exit 1; }
+               echo "$out" | grep -q "WARN net: verbs: RLIMIT_MEMLOCK is only 512 KiB" || { echo "$out"; exit 1; }
+               echo "$out" | grep -q "ibv_reg_mr of .* failed: .*RLIMIT_MEMLOCK is 512 KiB: raise it with .ulimit -l unlimited." || { echo "$out"; exit 1; }' \
+        "$COHORTRUN" "$top_builddir/examples/allreduce"
+fi
 
 # A peer killed mid-collective: np=3 loops allreduce of 64 Ki floats (rendezvous) over verbs;
 # rank 1 gets SIGKILL; ranks 0 and 2 must each fail with PEER_LOST (or TIMEOUT) naming rank 1.
