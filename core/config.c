@@ -94,6 +94,13 @@ static const cohort_setting_t settings[] = {
       "tcp: milliseconds to wait for a peer's interface to answer the reachability probe at "
       "start-up (without COHORT_SOCKET_IFNAME every candidate interface is probed), 1 to 600000",
       NUM(1, 600000) },
+    { "COHORT_IB_HCA", NULL,
+      "verbs: RDMA devices and ports to use, NCCL's grammar: prefixes with optional :port "
+      "(mlx5_0:1,mlx5_1), =exact names, ^ to exclude; default: the first active port",
+      TEXT(255) },
+    { "COHORT_IB_GID_INDEX", NULL,
+      "verbs: GID table index for RoCE (0 to 1023); default: the IPv4-mapped RoCE v2 GID "
+      "(InfiniBand: 0)", NUM(0, 1023) },
     { "COHORT_CONF", NULL, "settings file read after the environment (default ./cohort.conf, "
       "then /etc/cohort.conf); a line that is not NAME = value or names no setting is an error",
       TEXT(0) },

@@ -3,8 +3,11 @@
 set -euo pipefail
 # clang + libclang-rt-14-dev (libclang_rt.fuzzer, only recommended by clang): the libFuzzer
 # targets of tests/fuzz; valgrind: their corpus replays and the parsers' unit tests under memcheck.
+# libibverbs-dev: the verbs transport; ibverbs-providers (rxe) and qemu-system-x86 busybox-static
+# cpio kmod xz-utils file: tests/verbs/test_rxe.sh's guest with a Soft-RoCE device (../shared/tools/rxe-vm).
 pkgs="build-essential autoconf automake libtool pkg-config check libsubunit-dev libhwloc-dev
-      iproute2 procps python3 clang libclang-rt-14-dev valgrind"
+      iproute2 procps python3 clang libclang-rt-14-dev valgrind libibverbs-dev ibverbs-providers
+      qemu-system-x86 busybox-static cpio kmod xz-utils file"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -6,6 +6,8 @@ include tests/mp/cohortrun.mk
 include tests/mp/local.mk
 include tests/unit/shm_ring.mk
 include tests/unit/shm_coll.mk
+include tests/unit/verbs_parts.mk
 include tests/netns/local.mk
 include tests/unit/topo.mk
 include tests/fuzz/local.mk
+include tests/verbs/local.mk

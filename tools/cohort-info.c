@@ -49,8 +49,9 @@ static void show_plugins(void)
     int n;
     const cohort_plugin_report_t *r = cohort_plugins_report(&n);
     for (int i = 0; i < n; i++)
-        printf("  %-8s %-9s %s\n           %s\n", r[i].name, r[i].loaded ? "usable" : "refused",
-               r[i].why, r[i].path);
+        printf("  %-8s %-11s %s\n           %s\n", r[i].name, r[i].loaded ? "usable"
+               : strstr(r[i].why, " unavailable: ") ? "unavailable" : "refused", r[i].why,
+               r[i].path);
     if (n == 0) printf("  (none found)\n");
     if (st) printf("  error: %s\n", cohort_last_error());
 }
