@@ -3,8 +3,9 @@
 set -euo pipefail
 # clang + libclang-rt-14-dev (libclang_rt.fuzzer, only recommended by clang): the libFuzzer
 # targets of tests/fuzz; valgrind: their corpus replays and the parsers' unit tests under memcheck.
+# libucx-dev: the UCX transport (transports/ucx); ucx-utils: ucx_info, to see what UCX finds.
 pkgs="build-essential autoconf automake libtool pkg-config check libsubunit-dev libhwloc-dev
-      iproute2 procps python3 clang libclang-rt-14-dev valgrind"
+      iproute2 procps python3 clang libclang-rt-14-dev valgrind libucx-dev ucx-utils"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
