@@ -1146,7 +1146,7 @@ static cohort_status_t ux_init(const cohort_host_v1_t *host, cohort_tp_ctx_t *ct
     ucp_config_t *cfg = NULL;
     ucs_status_t s = ucp_config_read(NULL, NULL, &cfg);
     if (s != UCS_OK)
-        return host->error(COHORT_ERR_UNSUPPORTED, "ucx: UCX %s cannot read its configuration: "
+        return host->error(COHORT_ERR_UNSUPPORTED, "ucx: UCX %s failed to initialise: "
                            "ucp_config_read: %s (check the UCX_* variables)", uver,
                            ucs_status_string(s));
     /* COHORT_SOCKET_IFNAME -> UCX's NET_DEVICES, only when the user did not set it. */
@@ -1287,6 +1287,27 @@ static void ep_destroy(ux_ep_t *ep)
         ucp_request_cancel(ep->worker, u);
     }
     if (ep->worker) {
+        /* Byes and hellos that arrived after the last progress: take them, or UCX warns about
+         * unmatched messages when the worker goes. */
+        for (int i = 0; i < 1024; i++) {
+            ucp_tag_recv_info_t info;
+            ucp_tag_message_h m = ucp_tag_probe_nb(ep->worker, UX_KIND_BYE << UX_KIND_SHIFT,
+                                                   1ull << UX_KIND_SHIFT, 1, &info);
+            if (!m) break;
+            unsigned char *junk = malloc(info.length ? info.length : 1);
+            if (!junk) break;
+            ucp_request_param_t prm;
+            memset(&prm, 0, sizeof prm);
+            ucs_status_ptr_t p = ucp_tag_msg_recv_nbx(ep->worker, junk, info.length, m, &prm);
+            for (int k = 0; k < 16 && UCS_PTR_IS_PTR(p) &&
+                            ucp_request_check_status(p) == UCS_INPROGRESS; k++)
+                (void)ucp_worker_progress(ep->worker);
+            if (UCS_PTR_IS_PTR(p)) {
+                if (ucp_request_check_status(p) == UCS_INPROGRESS) ucp_request_cancel(ep->worker, p);
+                ucp_request_free(p);
+            }
+            free(junk);
+        }
         /* Let the forced closes and cancels deliver their callbacks (bounded: no waiting). */
         for (int i = 0; i < 16 && ep->orphans; i++) (void)ucp_worker_progress(ep->worker);
         if (ep->addr) ucp_worker_release_address(ep->worker, ep->addr);
