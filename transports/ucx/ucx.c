@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -115,6 +116,8 @@ typedef struct ux_ctx {
     const cohort_host_v1_t *host;
     ucp_context_h ucp;
     int has_net;                  /* UCX found a network transport (tcp, RDMA) */
+    int has_rdma;                 /* ... one beyond tcp (what cohort's own plugins lack) */
+    pthread_mutex_t lock;         /* guards eps (communicators may live on threads) */
     char tls[160];                /* the transports UCX selected, for logs */
     struct ux_ep *eps;
 } ux_ctx_t;
@@ -1065,6 +1068,24 @@ static int worker_progress(ux_ep_t *ep)
 
 static char ux_version[224] = UX_PLUGIN_VERSION;
 
+/* 1 if the comma list of UCX transport names holds one that is neither self, tcp nor shared
+ * memory (an RDMA transport: rc, ud, dc, ...). */
+static int has_rdma(const char *tls)
+{
+    static const char *const covered[] = { "self", "tcp", "posix", "sysv", "cma", "knem",
+                                           "xpmem" };
+    for (const char *p = tls; *p;) {
+        size_t k = strcspn(p, ",");
+        int known = 0;
+        for (size_t i = 0; i < sizeof covered / sizeof covered[0]; i++)
+            known |= k == strlen(covered[i]) && !strncmp(p, covered[i], k);
+        if (!known) return 1;
+        p += k;
+        if (*p == ',') p++;
+    }
+    return 0;
+}
+
 static int named_in_transports(const cohort_host_v1_t *host)
 {
     const char *t = host->setting("COHORT_TRANSPORTS");
@@ -1200,17 +1221,7 @@ static cohort_status_t ux_init(const cohort_host_v1_t *host, cohort_tp_ctx_t *ct
                            devs[0] ? ", from COHORT_SOCKET_IFNAME" : "");
     char res[512], tls[160];
     int net = context_resources(ucp, res, sizeof res, tls, sizeof tls);
-    int rdma = 0;
-    for (const char *p = tls; *p;) {
-        size_t k = strcspn(p, ",");
-        if (!(k == 4 && !strncmp(p, "self", 4)) && !(k == 3 && !strncmp(p, "tcp", 3)) &&
-            !(k == 5 && !strncmp(p, "posix", 5)) && !(k == 4 && !strncmp(p, "sysv", 4)) &&
-            !(k == 3 && !strncmp(p, "cma", 3)) && !(k == 4 && !strncmp(p, "knem", 4)) &&
-            !(k == 5 && !strncmp(p, "xpmem", 5)))
-            rdma = 1;
-        p += k;
-        if (*p == ',') p++;
-    }
+    int rdma = has_rdma(tls);
     if (!named_in_transports(host) && !rdma) {
         ucp_cleanup(ucp);
         return host->error(COHORT_ERR_UNSUPPORTED, "ucx: UCX %s finds only %s here (%s), which "
@@ -1223,9 +1234,17 @@ static cohort_status_t ux_init(const cohort_host_v1_t *host, cohort_tp_ctx_t *ct
         ucp_cleanup(ucp);
         return host->error(COHORT_ERR_NO_MEMORY, "ucx: no memory for the plugin context");
     }
+    int e = pthread_mutex_init(&c->lock, NULL);
+    if (e) {
+        free(c);
+        ucp_cleanup(ucp);
+        return host->error(COHORT_ERR_SYSTEM, "ucx: pthread_mutex_init for the plugin context "
+                           "failed: %s", strerror(e));
+    }
     c->host = host;
     c->ucp = ucp;
     c->has_net = net;
+    c->has_rdma = rdma;
     snprintf(c->tls, sizeof c->tls, "%s", tls);
     snprintf(ux_version, sizeof ux_version, "%s (UCX %s: %.150s)", UX_PLUGIN_VERSION, uver,
              tls[0] ? tls : "no transports");
@@ -1243,6 +1262,7 @@ static cohort_status_t ux_finalize(cohort_tp_ctx_t ctxv)
     if (!ctx) return COHORT_SUCCESS;
     while (ctx->eps) ux_ep_close(ctx->eps);
     ucp_cleanup(ctx->ucp);
+    pthread_mutex_destroy(&ctx->lock);
     free(ctx);
     return COHORT_SUCCESS;
 }
@@ -1256,17 +1276,7 @@ static cohort_status_t ux_get_attr(cohort_tp_ctx_t ctxv, cohort_transport_attr_t
     a.scope = COHORT_SCOPE_NETWORK;
     /* With RDMA (anything beyond tcp and shared memory) UCX is preferred over cohort's tcp; with
      * only tcp it is not faster than cohort's own (docs/performance.md), so it ranks below. */
-    int rdma = 0;
-    if (ctx)
-        for (const char *p = ctx->tls; *p;) {
-            size_t k = strcspn(p, ",");
-            rdma |= !(k == 4 && !strncmp(p, "self", 4)) && !(k == 3 && !strncmp(p, "tcp", 3)) &&
-                    !(k == 5 && !strncmp(p, "posix", 5)) && !(k == 4 && !strncmp(p, "sysv", 4)) &&
-                    !(k == 3 && !strncmp(p, "cma", 3)) && !(k == 4 && !strncmp(p, "knem", 4)) &&
-                    !(k == 5 && !strncmp(p, "xpmem", 5));
-            p += k;
-            if (*p == ',') p++;
-        }
+    int rdma = ctx && ctx->has_rdma;
     a.bandwidth_gbps = rdma ? 10.0 : 1.0;
     a.latency_us = rdma ? 3.0 : 30.0;
     cohort_attr_fill(attr, &a);
@@ -1365,7 +1375,7 @@ static cohort_status_t ux_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t *
         s = ucp_worker_get_address(ep->worker, &ep->addr, &ep->addr_len);
     }
     if (s != UCS_OK) {
-        if (s != UCS_OK && ep->worker && !ep->addr) {
+        if (ep->worker) {   /* (the address is what failed, or was never asked for) */
             ucp_worker_destroy(ep->worker);
             ep->worker = NULL;
         }
@@ -1397,9 +1407,11 @@ static cohort_status_t ux_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t *
     *addrlen = need;
     post_hello_recv(ep);
     post_bye_recv(ep);
+    pthread_mutex_lock(&ctx->lock);
     ep->next = ctx->eps;
     if (ctx->eps) ctx->eps->prev = ep;
     ctx->eps = ep;
+    pthread_mutex_unlock(&ctx->lock);
     host->log(COHORT_LOG_INFO, SUBSYS, "ucx: rank %d: worker address of %zu bytes; UCX "
               "transports %s", ep->rank, ep->addr_len, ctx->tls);
     *epp = ep;
@@ -1411,9 +1423,11 @@ static cohort_status_t ux_ep_close(cohort_tp_ep_t epv)
     ux_ep_t *ep = (ux_ep_t *)epv;
     if (!ep) return COHORT_SUCCESS;
     ux_ctx_t *ctx = ep->ctx;
+    pthread_mutex_lock(&ctx->lock);
     if (ep->prev) ep->prev->next = ep->next;
     else ctx->eps = ep->next;
     if (ep->next) ep->next->prev = ep->prev;
+    pthread_mutex_unlock(&ctx->lock);
     ep_destroy(ep);
     return COHORT_SUCCESS;
 }
