@@ -9,5 +9,7 @@ check_PROGRAMS += tests/conformance/tcp-handshake
 tests_conformance_tcp_handshake_SOURCES = tests/conformance/tcp_handshake.c
 tests_conformance_tcp_handshake_LDADD = libcohort.la
 
-TESTS += tests/conformance/run-tcp.sh tests/conformance/run-tcp-handshake.sh tests/conformance/run-shm.sh
-dist_noinst_SCRIPTS += tests/conformance/run-plugin.sh tests/conformance/run-tcp.sh tests/conformance/run-tcp-handshake.sh tests/conformance/run-shm.sh
+TESTS += tests/conformance/run-tcp.sh tests/conformance/run-tcp-handshake.sh tests/conformance/run-shm.sh \
+	tests/conformance/run-ucx.sh
+dist_noinst_SCRIPTS += tests/conformance/run-plugin.sh tests/conformance/run-tcp.sh tests/conformance/run-tcp-handshake.sh tests/conformance/run-shm.sh \
+	tests/conformance/run-ucx.sh

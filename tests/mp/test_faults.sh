@@ -7,7 +7,8 @@
 # broadcast (root 0) and alltoall, each rank position 0, 1, 2 of np=3 killed in turn at a small
 # (256 floats: eager) and a large size (1 Mi floats: single-copy / striped); the same over shm's
 # point-to-point path (COHORT_SHM_COLL_CHUNK=0), one size per position; np=4 with every position
-# killed over each transport; a few --between cases (the kill lands while the ranks wait between
+# killed over each transport; a few --between cases; six cases over ucx (UCX_TLS=tcp and shared
+# memory) when it was built (the kill lands while the ranks wait between
 # two collectives, and the survivors meet it in the next one); and one case where cohortrun
 # itself reports the death (no sh wrapper: it must exit non-zero naming rank 1).
 #
@@ -85,6 +86,8 @@ fault_case() {
     mkdir -p "$d"
     case $t in
         shm-p2p) envs="COHORT_TRANSPORTS=shm COHORT_SHM_COLL_CHUNK=0" ;;
+        ucx-tcp) envs="COHORT_TRANSPORTS=ucx UCX_TLS=tcp" ;;
+        ucx-shm) envs="COHORT_TRANSPORTS=ucx UCX_TLS=posix,sysv,cma,self" ;;
         *) envs="COHORT_TRANSPORTS=$t" ;;
     esac
     # (timeout: a backstop for the whole case only; the deadlines below come first)
@@ -207,6 +210,18 @@ fault_case tcp alltoall $LARGE 4 2 --between
 fault_case shm broadcast $SMALL 3 0 --between
 fault_case shm alltoall $SMALL 3 2 --between
 fault_case shm-p2p allreduce $LARGE 4 3 --between
+# over UCX, when it was built: its tcp (UCX's peer error handling sees the dead rank's sockets
+# close) and its shared memory (UCX cannot report a dead peer there: the plugin watches its pid)
+if [ -e "$top_builddir/.libs/libcohort-ucx.so" ]; then
+    fault_case ucx-tcp allreduce $SMALL 3 1
+    fault_case ucx-tcp allreduce $LARGE 3 2
+    fault_case ucx-tcp broadcast $LARGE 4 0
+    fault_case ucx-shm allreduce $SMALL 3 0
+    fault_case ucx-shm allreduce $LARGE 3 2
+    fault_case ucx-shm alltoall $LARGE 4 1
+else
+    echo "# the ucx cases are skipped: libcohort-ucx.so was not built"
+fi
 
 # What the user sees: cohortrun runs faulty directly, and reports the first rank that died.
 N=$((N + 1))

@@ -8,6 +8,7 @@
 #   b  3 nodes x 2 ranks                    f  a wrong COHORT_SOCKET_IFNAME fails fast
 #   c  uneven placement: 2+1, 3+2           g  COHORT_HIERARCHICAL=1 / =0 on 2x2 and 3x2
 #   d  interface names differ per node      h  --map-by node (round-robin placement)
+#   u  over ucx (UCX_TLS=tcp), when libcohort-ucx.so was built
 #
 # One case or a few: NETNS_CASES="a h" make check TESTS=tests/netns/test_netns.sh
 # Every case has a deadline (CASE_TIMEOUT; the fail-fast cases 60 s with COHORT_TIMEOUT=120).
@@ -189,6 +190,23 @@ if wants e f; then
             dummy0 "$B:2,$D:2" "dummy0|COHORT_SOCKET_IFNAME"
         f_case "f: COHORT_SOCKET_IFNAME=dummy1 (on both nodes, same subnet, no link) fails fast" \
             dummy1 "$B:2,$D:2" "dummy1|COHORT_SOCKET_IFNAME"
+    fi
+fi
+
+# ---- over UCX, when it was built: COHORT_TRANSPORTS=ucx with UCX_TLS=tcp, 2 nodes x 2 ranks ----
+# The namespaces share the boot id and host name, so UCX takes them for one machine and would
+# also try its tcp over lo between them; COHORT_SOCKET_IFNAME=eth0 (which the plugin hands to
+# UCX as NET_DEVICES, UCX_NET_DEVICES being unset) keeps it to the link.
+if want u; then
+    if [ -e "$top_builddir/.libs/libcohort-ucx.so" ]; then
+        setup
+        netns_add_host a eth0 && netns_add_host b eth0 ||
+            netns_skip "cannot create the hosts (veth pairs into namespaces)"
+        run_case "u: over ucx (UCX_TLS=tcp, COHORT_SOCKET_IFNAME=eth0), 2 nodes x 2 ranks" \
+            $CR "$NETNS_SW" "$COHORTRUN" --rsh "$NETNS_RSH" -x COHORT_TRANSPORTS=ucx -x UCX_TLS=tcp \
+            -x COHORT_SOCKET_IFNAME=eth0 -H "$(hl a:2 b:2)" "$CC"
+    else
+        echo "# case u skipped: libcohort-ucx.so was not built"
     fi
 fi
 

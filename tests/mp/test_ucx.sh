@@ -1,0 +1,50 @@
+#!/bin/sh
+# The UCX transport end to end (COHORT_TRANSPORTS=ucx): every collective through cohortrun at
+# np 2..4 over UCX's tcp (UCX_TLS=tcp) and over its shared memory (UCX_TLS=posix,sysv,cma,self);
+# the plugin is unavailable unless asked for, and then cohort-info shows UCX's version and
+# transports; the INFO log names the transports UCX chose per peer; COHORT_SOCKET_IFNAME becomes
+# UCX's NET_DEVICES only when UCX_NET_DEVICES is unset. (Peer loss over ucx: test_faults.sh.)
+# Skipped (exit 77) when libcohort-ucx.so was not built.
+. "$top_srcdir/tests/mp/lib.sh"
+if [ ! -e "$top_builddir/.libs/libcohort-ucx.so" ]; then
+    echo "SKIP: libcohort-ucx.so was not built (configure found no UCX: apt-get install libucx-dev)"
+    exit 77
+fi
+CC="$top_builddir/tests/mp/collcheck"
+INFO="$top_builddir/tools/cohort-info"
+AR="$top_builddir/examples/allreduce"
+unset COHORT_TRANSPORTS UCX_TLS UCX_NET_DEVICES COHORT_SOCKET_IFNAME COHORT_DEBUG COHORT_DEBUG_SUBSYS
+
+run_case "ucx is unavailable unless named (only tcp and shared memory here), saying why" sh -c '
+    out=$("$0" --plugins 2>&1); echo "$out" | grep -E "^  ucx +refused +.*unavailable: ucx: UCX [0-9.]+ finds only .*name ucx in COHORT_TRANSPORTS"' "$INFO"
+run_case "cohort-info with COHORT_TRANSPORTS=ucx: usable, UCX's version and transports" sh -c '
+    out=$(COHORT_TRANSPORTS=ucx "$0" --plugins 2>&1); echo "$out" | grep -E "^  ucx +usable +version [0-9.]+ \(UCX [0-9.]+: [a-z,]*tcp[a-z,]*\)"' "$INFO"
+for tls in tcp posix,sysv,cma,self; do
+    for np in 2 3 4; do
+        big=""
+        [ "$np" = 4 ] || big=--big
+        run_case "collectives over ucx, UCX_TLS=$tls, np=$np $big" \
+            env COHORT_TRANSPORTS=ucx UCX_TLS=$tls "$COHORTRUN" -np $np "$CC" $big
+    done
+done
+run_case "the INFO log names UCX's transport per peer: tcp/lo, or shared memory" sh -c '
+    out=$(COHORT_TRANSPORTS=ucx UCX_TLS=tcp COHORT_DEBUG=INFO COHORT_DEBUG_SUBSYS=net "$0" -np 2 "$1" 2>&1) || { echo "$out"; exit 1; }
+    echo "$out" | grep -q "ucx: rank 0 reaches rank 1 through tcp/lo" || { echo "$out"; exit 1; }
+    out=$(COHORT_TRANSPORTS=ucx UCX_TLS=posix,sysv,cma,self COHORT_DEBUG=INFO COHORT_DEBUG_SUBSYS=net "$0" -np 2 "$1" 2>&1) || { echo "$out"; exit 1; }
+    echo "$out" | grep -Eq "ucx: rank 1 reaches rank 0 through (posix|sysv)/memory" || { echo "$out"; exit 1; }' \
+    "$COHORTRUN" "$AR"
+run_case "COHORT_SOCKET_IFNAME=lo becomes NET_DEVICES=lo; UCX_NET_DEVICES set by the user wins" sh -c '
+    out=$(COHORT_TRANSPORTS=ucx UCX_TLS=tcp COHORT_SOCKET_IFNAME=lo COHORT_DEBUG=INFO COHORT_DEBUG_SUBSYS=net "$0" -np 2 "$1" 2>&1) || { echo "$out"; exit 1; }
+    echo "$out" | grep -q "ucx: UCX [0-9.]* with tcp/lo; NET_DEVICES from COHORT_SOCKET_IFNAME: lo$" || { echo "$out"; exit 1; }
+    echo "$out" | grep -q "reaches rank 1 through tcp/lo" || { echo "$out"; exit 1; }
+    dev=$(ls /sys/class/net | grep -vx lo | head -n 1)
+    [ -n "$dev" ] || exit 0
+    out=$(COHORT_TRANSPORTS=ucx UCX_TLS=tcp UCX_NET_DEVICES=$dev COHORT_SOCKET_IFNAME=lo COHORT_DEBUG=INFO COHORT_DEBUG_SUBSYS=net "$0" -np 2 "$1" 2>&1) || { echo "$out"; exit 1; }
+    echo "$out" | grep -q "ucx: UCX [0-9.]* with tcp/$dev$" || { echo "$out"; exit 1; }
+    ! echo "$out" | grep -q "NET_DEVICES from COHORT_SOCKET_IFNAME"' "$COHORTRUN" "$AR"
+run_case "a UCX that cannot initialise: unavailable with UCX's reason, COHORT_TRANSPORTS=ucx fails naming it" sh -c '
+    out=$(COHORT_TRANSPORTS=ucx UCX_TLS=nosuchtl "$0" -np 2 "$1" 2>&1) && { echo "$out"; exit 1; }
+    echo "$out" | grep -q "ucx: UCX [0-9.]* failed to initialise: ucp_init: " || { echo "$out"; exit 1; }
+    COHORT_TRANSPORTS=ucx,tcp UCX_TLS=nosuchtl "$0" -np 2 "$1" >/dev/null 2>&1 && exit 1
+    UCX_TLS=nosuchtl "$0" -np 2 "$1"' "$COHORTRUN" "$AR"
+finish
