@@ -12,7 +12,7 @@ run_suite() {   # dir label
     if make -j"$(nproc)" check >check.out 2>&1; then rc=0; else rc=$?; fi
     # show every test's verdict and each failed test's log
     grep -E '^(PASS|FAIL|XFAIL|XPASS|ERROR|SKIP):' check.out || true
-    for log in $(grep -lE '^(FAIL|ERROR)' $(find . -name '*.trs') 2>/dev/null | sed 's/\.trs$/.log/'); do
+    for log in $(grep -lE '^:test-result: (FAIL|ERROR)' $(find . -name '*.trs') 2>/dev/null | sed 's/\.trs$/.log/'); do
         echo "---- $log"; tail -n 80 "$log"
     done
     grep -E '^# (TOTAL|PASS|FAIL|ERROR|SKIP|XFAIL|XPASS):' check.out | sed "s/^/[$2] /"

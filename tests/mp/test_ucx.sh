@@ -16,7 +16,7 @@ AR="$top_builddir/examples/allreduce"
 unset COHORT_TRANSPORTS UCX_TLS UCX_NET_DEVICES COHORT_SOCKET_IFNAME COHORT_DEBUG COHORT_DEBUG_SUBSYS
 
 run_case "ucx is unavailable unless named (only tcp and shared memory here), saying why" sh -c '
-    out=$("$0" --plugins 2>&1); echo "$out" | grep -E "^  ucx +refused +.*unavailable: ucx: UCX [0-9.]+ finds only .*name ucx in COHORT_TRANSPORTS"' "$INFO"
+    out=$("$0" --plugins 2>&1); echo "$out" | grep -E "^  ucx +unavailable +.*unavailable: ucx: UCX [0-9.]+ finds only .*name ucx in COHORT_TRANSPORTS"' "$INFO"
 run_case "cohort-info with COHORT_TRANSPORTS=ucx: usable, UCX's version and transports" sh -c '
     out=$(COHORT_TRANSPORTS=ucx "$0" --plugins 2>&1); echo "$out" | grep -E "^  ucx +usable +version [0-9.]+ \(UCX [0-9.]+: [a-z,]*tcp[a-z,]*\)"' "$INFO"
 for tls in tcp posix,sysv,cma,self; do

@@ -4,4 +4,4 @@
 # tool cannot be used, or with COHORT_SKIP_RXE=1.
 TESTS += tests/verbs/test_unavailable.sh tests/verbs/test_rxe.sh tests/verbs/test_rxe2.sh
 dist_noinst_SCRIPTS += tests/verbs/test_unavailable.sh tests/verbs/test_rxe.sh tests/verbs/rxe_inner.sh \
-	tests/verbs/test_rxe2.sh tests/verbs/rxe2_inner.sh
+	tests/verbs/test_rxe2.sh tests/verbs/rxe2_inner.sh tests/verbs/rxe_lib.sh
