@@ -92,6 +92,15 @@ out:
     free(tmp);
 }
 
+int cohort_job_rdma_devices(char (*out)[32], int max)
+{
+    const cohort_topo_t *t = NULL;
+    if (max <= 0 || cohort_job_topo(&t) || !t) return 0;
+    cohort_place_t p;
+    cohort_job_place(&p);
+    return cohort_topo_order_rdma(t, &p, out, max);
+}
+
 cohort_status_t cohort_job_hier_mode(int *mode)
 {
     return cohort_job_hier_parse(cohort_config_get("COHORT_HIERARCHICAL"), mode);

@@ -20,6 +20,11 @@ void cohort_job_place(cohort_place_t *p);
  * within each of the classes given by cls[] (lower first), ties in the given order. */
 void cohort_job_order_netifs(cohort_netif_t *ifs, const int *cls, int n);
 
+/* The RDMA devices of the process's topology, nearest to its place first (ties in hwloc's
+ * order): up to max names copied into names[i] (each len bytes); returns how many. 0 when the
+ * topology is unavailable or has none. */
+int cohort_job_rdma_devices(char (*names)[32], int max);
+
 /* What each rank says about itself at communicator creation. */
 typedef struct cohort_job_rank {
     int node;                   /* node index (order of the nodes' lowest rank) */

@@ -2,6 +2,7 @@
 #include "core/plugin_loader.h"
 #include "core/config.h"
 #include "core/hmac.h"
+#include "core/jobtopo.h"
 #include "core/log.h"
 #include "core/netif.h"
 #include "core/parse.h"
@@ -78,6 +79,20 @@ static void host_auth(const void *data, size_t len, unsigned char out[32])
     cohort_hmac_sha256(key, klen, data, len, out);
 }
 
+/* ABI 1.2: the topology's RDMA devices, nearest first. Per thread, so that two threads opening
+ * plugins at once do not overwrite each other's answer. */
+static cohort_status_t host_rdma_devices(const char *const **names, int *count)
+{
+    static _Thread_local char buf[32][32];
+    static _Thread_local const char *ptrs[32];
+    if (!names || !count) return COHORT_ERR_INVALID_ARG;
+    int n = cohort_job_rdma_devices(buf, 32);
+    for (int i = 0; i < n; i++) ptrs[i] = buf[i];
+    *names = ptrs;
+    *count = n;
+    return COHORT_SUCCESS;
+}
+
 static const cohort_host_v1_t host_table = {
     .size = sizeof(cohort_host_v1_t),
     .abi_version = COHORT_PLUGIN_ABI_VERSION,
@@ -90,6 +105,7 @@ static const cohort_host_v1_t host_table = {
     .reduce = cohort_reduce_local,
     .reduce3 = cohort_reduce_local3,
     .reduce_finish = cohort_reduce_finish,
+    .rdma_devices = host_rdma_devices,
 };
 
 const cohort_host_v1_t *cohort_plugin_host(void) { return &host_table; }

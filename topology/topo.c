@@ -651,3 +651,23 @@ cohort_status_t cohort_topo_core_cpus(const cohort_topo_t *t, int core, char *bu
     }
     return COHORT_SUCCESS;
 }
+
+int cohort_topo_order_rdma(const cohort_topo_t *t, const cohort_place_t *p, char (*out)[32],
+                           int max)
+{
+    if (!t || !p || max <= 0) return 0;
+    const cohort_topo_dev_t *devs;
+    int nd = cohort_topo_devs(t, &devs), n = 0;
+    const char **names = malloc((size_t)(nd ? nd : 1) * sizeof *names);
+    int *order = malloc((size_t)(nd ? nd : 1) * sizeof *order);
+    if (names && order) {
+        for (int i = 0; i < nd; i++)
+            if (devs[i].kind == COHORT_DEV_RDMA) names[n++] = devs[i].name;
+        cohort_topo_order_netifs(t, p, names, n, order);   /* by name: any kind of device */
+        if (n > max) n = max;
+        for (int i = 0; i < n; i++) snprintf(out[i], sizeof out[i], "%s", names[order[i]]);
+    }
+    free(names);
+    free(order);
+    return n;   /* 0 when out of memory: names was never filled */
+}

@@ -69,6 +69,11 @@ int cohort_topo_distance(const cohort_topo_t *t, const cohort_place_t *p,
 void cohort_topo_order_netifs(const cohort_topo_t *t, const cohort_place_t *p,
                               const char *const *names, int n, int *order);
 
+/* The RDMA devices of t for a process at place p, nearest first (as cohort_topo_order_netifs;
+ * ties in hwloc's order): up to max names into out; returns how many. */
+int cohort_topo_order_rdma(const cohort_topo_t *t, const cohort_place_t *p, char (*out)[32],
+                           int max);
+
 /* Where each rank of a job runs, as the core collects it. */
 typedef struct cohort_rank_loc {
     int node;                    /* node index, 0 .. nodes-1 */

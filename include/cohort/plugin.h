@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define COHORT_PLUGIN_ABI_MAJOR 1
-#define COHORT_PLUGIN_ABI_MINOR 1
+#define COHORT_PLUGIN_ABI_MINOR 2
 #define COHORT_PLUGIN_ABI_VERSION ((uint32_t)((COHORT_PLUGIN_ABI_MAJOR << 16) | COHORT_PLUGIN_ABI_MINOR))
 #define COHORT_PLUGIN_SYMBOL "cohort_transport_v1"
 #define COHORT_ADDR_MAX 512   /* largest endpoint address blob a plugin may publish */
@@ -88,6 +88,13 @@ typedef struct cohort_host_v1 {
     /* For AVG: buf[i] /= nranks (integers truncate); nothing for the other ops. */
     void (*reduce_finish)(void *buf, size_t count, cohort_dtype_t dtype, cohort_op_t op,
                           int nranks);
+
+    /* ---- ABI 1.2 (check size before use) ---- */
+    /* The machine's RDMA devices by their verbs names ("mlx5_0"), nearest to this process's
+     * cores first (PCI locality from the topology; ties in the machine's order). *names stays
+     * valid until the same thread calls again; *count is 0 when the topology knows none (or is
+     * unavailable): keep the device list's own order then. */
+    cohort_status_t (*rdma_devices)(const char *const **names, int *count);
 } cohort_host_v1_t;
 
 /* Transport scope. */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "topology/topo.h"
+#include "core/plugin_loader.h"
 #include "tests/unit/expect.h"
 
 #ifndef COHORT_TEST_TOPO_DIR
@@ -330,6 +331,50 @@ START_TEST(vf_nics)
 }
 END_TEST
 
+/* The RDMA devices for a place, nearest first (what the verbs transport tries first, through
+ * the host table's rdma_devices). */
+static void rdma_at(const cohort_topo_t *t, const char *cpus, int max, char *buf, size_t len)
+{
+    cohort_place_t p = place(t, cpus);
+    char names[8][32];
+    int n = cohort_topo_order_rdma(t, &p, names, max);
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, len - used, "%s%s", i ? " " : "", names[i]);
+    }
+}
+
+START_TEST(rdma_devices_nearest_first)
+{
+    cohort_topo_t *t = load(MVF);   /* usnic_0, usnic_1 on package 0; usnic_2 on package 1 */
+    char out[128];
+    rdma_at(t, "12", 8, out, sizeof out);
+    ck_assert_str_eq(out, "usnic_2 usnic_0 usnic_1");
+    rdma_at(t, "3", 8, out, sizeof out);
+    ck_assert_str_eq(out, "usnic_0 usnic_1 usnic_2");
+    rdma_at(t, "7-8", 8, out, sizeof out);   /* spanning both packages: hwloc's order */
+    ck_assert_str_eq(out, "usnic_0 usnic_1 usnic_2");
+    rdma_at(t, "12", 1, out, sizeof out);    /* max */
+    ck_assert_str_eq(out, "usnic_2");
+    cohort_topo_free(t);
+    t = load(M24);                           /* one ConnectX on package 0 */
+    rdma_at(t, "0", 8, out, sizeof out);
+    ck_assert_str_eq(out, "mlx4_0");
+    cohort_topo_free(t);
+    /* through the host table, for this process's own place in the file */
+    setenv("COHORT_TOPO_FILE", xml(MVF), 1);
+    const cohort_host_v1_t *h = cohort_plugin_host();
+    ck_assert(COHORT_HAS_FIELD(h, cohort_host_v1_t, rdma_devices) && h->rdma_devices);
+    const char *const *names = NULL;
+    int n = -1;
+    EXPECT_OK(h->rdma_devices(&names, &n));
+    ck_assert_int_eq(n, 3);
+    for (int i = 0; i < n; i++) ck_assert(strncmp(names[i], "usnic_", 6) == 0);
+    unsetenv("COHORT_TOPO_FILE");
+}
+END_TEST
+
 START_TEST(report_lists_machine_and_devices)
 {
     cohort_topo_t *t = load(M32);
@@ -576,6 +621,7 @@ static Suite *topo_suite(void)
     tcase_add_test(m, m32_places_devices);
     tcase_add_test(m, p8_gpus);
     tcase_add_test(m, vf_nics);
+    tcase_add_test(m, rdma_devices_nearest_first);
     tcase_add_test(m, report_lists_machine_and_devices);
     tcase_add_test(m, discover_this_machine);
     tcase_add_test(m, setting_names_the_file);

@@ -324,6 +324,38 @@ END_TEST
 
 /* ---- COHORT_IB_HCA ------------------------------------------------------------------------ */
 
+/* The order devices are tried in: the host's nearest-first list first, the rest as listed. */
+static void dev_order(const char *const *names, int n, const char *const *pref, int npref,
+                      char *buf, size_t len)
+{
+    int order[8];
+    for (int i = 0; i < 8; i++) order[i] = -1;
+    vb_order_devices(names, n, pref, npref, order);
+    int seen[8] = { 0 };
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        ck_assert(order[i] >= 0 && order[i] < n);
+        ck_assert_msg(!seen[order[i]]++, "device %d twice", order[i]);
+        size_t used = strlen(buf);
+        snprintf(buf + used, len - used, "%s%s", i ? " " : "", names[order[i]]);
+    }
+}
+
+START_TEST(device_order_follows_topology)
+{
+    const char *devs[] = { "mlx5_0", "mlx5_1", "mlx5_2", "rxe0" };
+    char out[128];
+    const char *near[] = { "mlx5_2", "mlx5_0", "mlx5_1" };
+    dev_order(devs, 4, near, 3, out, sizeof out);
+    ck_assert_str_eq(out, "mlx5_2 mlx5_0 mlx5_1 rxe0");   /* rxe0: not in the topology */
+    dev_order(devs, 4, NULL, 0, out, sizeof out);         /* no topology: the list's order */
+    ck_assert_str_eq(out, "mlx5_0 mlx5_1 mlx5_2 rxe0");
+    const char *odd[] = { "mlx4_9", "mlx5_1", "mlx5_1" };  /* unknown and repeated names */
+    dev_order(devs, 4, odd, 3, out, sizeof out);
+    ck_assert_str_eq(out, "mlx5_1 mlx5_0 mlx5_2 rxe0");
+}
+END_TEST
+
 START_TEST(hca_grammar)
 {
     vb_hca_spec_t s;
@@ -400,6 +432,7 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("hca");
     tcase_add_test(tc, hca_grammar);
+    tcase_add_test(tc, device_order_follows_topology);
     tcase_add_test(tc, hca_errors);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

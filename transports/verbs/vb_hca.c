@@ -89,3 +89,21 @@ int vb_hca_match(const vb_hca_spec_t *s, const char *dev, int port)
     }
     return s->exclude ? !hit : hit;
 }
+
+void vb_order_devices(const char *const *names, int n, const char *const *pref, int npref,
+                      int *order)
+{
+    int k = 0;
+    for (int j = 0; j < npref; j++)
+        for (int i = 0; i < n; i++)
+            if (pref[j] && !strcmp(names[i], pref[j])) {
+                int dup = 0;
+                for (int m = 0; m < k && !dup; m++) dup = order[m] == i;
+                if (!dup) order[k++] = i;
+            }
+    for (int i = 0; i < n; i++) {
+        int in = 0;
+        for (int m = 0; m < k && !in; m++) in = order[m] == i;
+        if (!in) order[k++] = i;
+    }
+}

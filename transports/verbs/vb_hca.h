@@ -28,4 +28,10 @@ int vb_hca_parse(const char *spec, vb_hca_spec_t *out, char *err, size_t errlen)
 /* 1 if device dev, port port is allowed by the parsed spec. */
 int vb_hca_match(const vb_hca_spec_t *s, const char *dev, int port);
 
+/* The order in which to try n devices: those named in pref (the host's nearest-first list,
+ * npref names) first, in pref's order, then the others in their given order. order[i] receives
+ * an index into names. */
+void vb_order_devices(const char *const *names, int n, const char *const *pref, int npref,
+                      int *order);
+
 #endif /* COHORT_VB_HCA_H */

@@ -1294,10 +1294,30 @@ static cohort_status_t vb_init(const cohort_host_v1_t *host, cohort_tp_ctx_t *ct
         return host->error(COHORT_ERR_NO_MEMORY, "verbs: no memory for the plugin context");
     }
     x->host = host;
+    /* Devices nearest to this process's cores first (the host's topology, ABI 1.2), the others
+     * in the list's order; COHORT_IB_HCA filters. */
+    const char **dnames = calloc((size_t)ndev, sizeof *dnames);
+    int *dorder = calloc((size_t)ndev, sizeof *dorder);
+    if (!dnames || !dorder) {
+        free(dnames);
+        free(dorder);
+        free(x);
+        ibv_free_device_list(list);
+        return host->error(COHORT_ERR_NO_MEMORY, "verbs: no memory for the device list");
+    }
+    for (int d = 0; d < ndev; d++) dnames[d] = ibv_get_device_name(list[d]);
+    const char *const *near = NULL;
+    int nnear = 0;
+    if (!COHORT_HAS_FIELD(host, cohort_host_v1_t, rdma_devices) || !host->rdma_devices ||
+        host->rdma_devices(&near, &nnear))
+        nnear = 0;
+    vb_order_devices(dnames, ndev, near, nnear, dorder);
+    free(dnames);
     char seen[512] = "";
     size_t sl = 0;
     struct ibv_port_attr pa;
-    for (int d = 0; d < ndev && !x->dev; d++) {
+    for (int di = 0; di < ndev && !x->dev; di++) {
+        int d = dorder[di];
         const char *name = ibv_get_device_name(list[d]);
         struct ibv_context *dev = ibv_open_device(list[d]);
         if (!dev) {
@@ -1334,7 +1354,15 @@ static cohort_status_t vb_init(const cohort_host_v1_t *host, cohort_tp_ctx_t *ct
         }
         if (!x->dev) ibv_close_device(dev);
     }
+    free(dorder);
     ibv_free_device_list(list);
+    int near_pos = -1;
+    for (int i = 0; x->dev && i < nnear && near_pos < 0; i++)
+        if (near[i] && !strcmp(near[i], x->devname)) near_pos = i;
+    const char *why = near_pos == 0 ? "the nearest to this process's cores"
+                      : near_pos > 0 ? "the nearest usable to this process's cores"
+                      : nnear > 0 ? "the topology does not list it: first usable in the list"
+                                  : "first usable (no topology)";
     if (!x->dev) {
         free(x);
         return host->error(COHORT_ERR_UNSUPPORTED, "no RDMA device with an active port%s%s%s%s",
@@ -1386,8 +1414,8 @@ static cohort_status_t vb_init(const cohort_host_v1_t *host, cohort_tp_ctx_t *ct
                   "container)", (unsigned long long)rl.rlim_cur / 1024, x->devname);
     char gs[INET6_ADDRSTRLEN] = "?";
     inet_ntop(AF_INET6, x->gid.raw, gs, sizeof gs);
-    host->log(COHORT_LOG_INFO, SUBSYS, "verbs: using %s port %d (%s, MTU %d, GID index %d %s, "
-              "~%.1f GB/s)", x->devname, x->port,
+    host->log(COHORT_LOG_INFO, SUBSYS, "verbs: using %s port %d (%s; %s, MTU %d, GID index %d "
+              "%s, ~%.1f GB/s)", x->devname, x->port, why,
               x->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
               128 << x->mtu, x->gid_index, gs, x->gbps);
     *ctxp = x;
