@@ -1937,9 +1937,11 @@ static cohort_status_t tcp_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
     }
     *addrlen = len;
 
+    pthread_mutex_lock(&ctx->lock);   /* communicators may open and close on several threads */
     ep->next = ctx->eps;
     if (ctx->eps) ctx->eps->prev = ep;
     ctx->eps = ep;
+    pthread_mutex_unlock(&ctx->lock);
     char where[600];
     size_t wu = 0;
     for (int i = 0; i < ep->nlis && wu < sizeof where; i++) {
@@ -1958,9 +1960,11 @@ static cohort_status_t tcp_ep_close(cohort_tp_ep_t epv)
     tcp_ep_t *ep = (tcp_ep_t *)epv;
     if (!ep) return COHORT_SUCCESS;
     tcp_ctx_t *ctx = ep->ctx;
+    pthread_mutex_lock(&ctx->lock);
     if (ep->prev) ep->prev->next = ep->next;
     else ctx->eps = ep->next;
     if (ep->next) ep->next->prev = ep->prev;
+    pthread_mutex_unlock(&ctx->lock);
     ep_destroy(ep);
     return COHORT_SUCCESS;
 }
