@@ -48,7 +48,6 @@
 #define JOB "fuzz-ctl-job"
 #define KEY "fuzz-ctl-secret"
 #define HELLO_MAX 1024
-#define WAIT_NS 3000000000ull
 
 /* The protocol as rendezvous.c speaks it (see the comment above). */
 enum { GATHER = 1, RESULT = 2, FAIL = 3, BYE = 4, QUERY = 5, MISSING = 6, NOTE = 7, STALL = 8,
@@ -86,8 +85,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     snprintf(who0, sizeof who0, "host %.63s, pid %d", host, (int)getpid());
     return 0;
 }
-
-static uint64_t deadline(void) { return cohort_now_ns() + WAIT_NS; }
 
 static cohort_rdv_server_t *fresh_server(int nranks)
 {
@@ -194,21 +191,6 @@ static void *client_connect(void *p)
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", a->port);
     a->st = cohort_rdv_connect(url, JOB, KEY, strlen(KEY), a->rank, a->nranks, 3.0, &a->cl);
     return NULL;
-}
-
-/* Reads one burst from fd, driving srv meanwhile. */
-static size_t read_burst(cohort_rdv_server_t *srv, int fd, unsigned char *buf, size_t cap)
-{
-    uint64_t end = deadline();
-    for (;;) {
-        if (srv) cohort_rdv_server_progress(srv, 1);
-        ssize_t r = recv(fd, buf, cap, MSG_DONTWAIT);
-        if (r > 0) return (size_t)r;
-        FUZZ_CHECK(r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR),
-                   "the connection ended before its first bytes");
-        FUZZ_CHECK(cohort_now_ns() < end, "no bytes within %.0f s", WAIT_NS / 1e9);
-        if (!srv) rdv_wait(fd, POLLIN, 1);
-    }
 }
 
 /* A client authenticated through the proxy; *cfd: the proxy's end towards it. */

@@ -38,7 +38,6 @@
 #define KEY "fuzz-known-secret"
 #define MAXN 3
 #define HELLO_MAX 1024
-#define WAIT_NS 3000000000ull
 
 static unsigned char hellos[MAXN + 1][MAXN][HELLO_MAX];   /* [nranks][rank] */
 static size_t hello_len;
@@ -65,8 +64,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     FUZZ_CHECK(proxy_lfd >= 0, "no loopback listener");
     return 0;
 }
-
-static uint64_t deadline(void) { return cohort_now_ns() + WAIT_NS; }
 
 static void stranger(const uint8_t *d, size_t n, unsigned cut)
 {
@@ -169,21 +166,6 @@ static void *client(void *p)
     a->check = cohort_rdv_check(cl);
     cohort_rdv_close(cl);
     return NULL;
-}
-
-/* Reads one burst from fd (what a peer sent in one write), driving srv meanwhile. */
-static size_t read_burst(cohort_rdv_server_t *srv, int fd, unsigned char *buf, size_t cap)
-{
-    uint64_t end = deadline();
-    for (;;) {
-        if (srv) cohort_rdv_server_progress(srv, 1);
-        ssize_t r = recv(fd, buf, cap, MSG_DONTWAIT);
-        if (r > 0) return (size_t)r;
-        FUZZ_CHECK(r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR),
-                   "the connection ended before its first bytes");
-        FUZZ_CHECK(cohort_now_ns() < end, "no bytes within %.0f s", WAIT_NS / 1e9);
-        if (!srv) rdv_wait(fd, POLLIN, 1);
-    }
 }
 
 static void server_side(const uint8_t *d, size_t n, unsigned nr, size_t nbytes)

@@ -1,4 +1,5 @@
-/* Loopback sockets for fuzz_rdv.c and make_corpus.c, and a real client's hello captured off the
+/* Loopback sockets for fuzz_rdv.c, fuzz_ctl.c and make_corpus.c, the harnesses' bounded waits,
+ * and a real client's hello captured off the
  * wire: cohort_rdv_connect() runs in a thread against a listener of ours, which keeps the bytes
  * it sends first and then hangs up (the client then fails, as it should). The hello's layout
  * stays core/rendezvous.c's business: nothing here knows it. */
@@ -18,6 +19,12 @@
 #include <unistd.h>
 
 #include "core/rendezvous.h"
+#include "core/timeutil.h"
+#include "fuzz.h"
+
+/* Every wait of the rendezvous harnesses is bounded (an input needs about a millisecond). */
+#define WAIT_NS 3000000000ull
+static inline uint64_t deadline(void) { return cohort_now_ns() + WAIT_NS; }
 
 /* A listening socket on 127.0.0.1, ephemeral port; -1 on failure. */
 static inline int rdv_listen_local(int *port)
@@ -146,6 +153,22 @@ static inline size_t rdv_capture_hello(int nranks, int rank, const char *job, co
     close(lfd);
     pthread_join(t, NULL);
     return len_hint && len != len_hint ? 0 : len;
+}
+
+/* Reads one burst from fd (what a peer sent in one write), driving srv (if any) meanwhile. */
+static inline size_t read_burst(cohort_rdv_server_t *srv, int fd, unsigned char *buf,
+                                size_t cap)
+{
+    uint64_t end = deadline();
+    for (;;) {
+        if (srv) cohort_rdv_server_progress(srv, 1);
+        ssize_t r = recv(fd, buf, cap, MSG_DONTWAIT);
+        if (r > 0) return (size_t)r;
+        FUZZ_CHECK(r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR),
+                   "the connection ended before its first bytes");
+        FUZZ_CHECK(cohort_now_ns() < end, "no bytes within %.0f s", WAIT_NS / 1e9);
+        if (!srv) rdv_wait(fd, POLLIN, 1);
+    }
 }
 
 #endif
