@@ -177,6 +177,16 @@ typedef struct ux_hello {
     size_t len;
 } ux_hello_t;
 
+/* A standing wildcard receive of one kind of control message (hellos, byes): its request while
+ * posted, then what completed it, until the endpoint takes it. */
+typedef struct ux_ctlrx {
+    struct ux_ep *ep;
+    void *req;
+    int done;
+    ucs_status_t status;
+    size_t len;
+} ux_ctlrx_t;
+
 typedef struct ux_ep {
     ux_ctx_t *ctx;
     const cohort_host_v1_t *host;
@@ -194,17 +204,11 @@ typedef struct ux_ep {
     ux_req_t *orphans;
     /* the posted receive for hellos (wildcard over connectors) */
     unsigned char *hbuf;
-    void *hreq;
-    int hdone;
-    ucs_status_t hstatus;
-    size_t hlen;
+    ux_ctlrx_t hrx;
     uint64_t htag;
     ux_hello_t *early;            /* authenticated hellos waiting for accept() */
     unsigned char bbuf[UX_BYE_SIZE];  /* the posted receive for byes */
-    void *breq;
-    int bdone;
-    ucs_status_t bstatus;
-    size_t blen;
+    ux_ctlrx_t brx;
     int in_progress;
     int signalled;
 } ux_ep_t;
@@ -747,15 +751,15 @@ static ux_conn_t *find_conn(ux_ep_t *ep, int peer, int connector)
     return NULL;
 }
 
-/* A hello arrived (ep->hbuf, ep->hlen): check it, hand it to accept(src) or keep it. */
+/* A hello arrived (ep->hbuf, ep->hrx.len): check it, hand it to accept(src) or keep it. */
 static void hello_arrived(ux_ep_t *ep)
 {
     const cohort_host_v1_t *host = ep->host;
     unsigned char *b = ep->hbuf;
-    size_t n = ep->hlen;
-    ucs_status_t s = ep->hstatus;
+    size_t n = ep->hrx.len;
+    ucs_status_t s = ep->hrx.status;
     ep->hbuf = NULL;
-    ep->hdone = 0;
+    ep->hrx.done = 0;
     if (s != UCS_OK) {
         if (s != UCS_ERR_CANCELED)
             host->log(COHORT_LOG_WARN, SUBSYS, "ucx: rank %d received a broken connection "
@@ -826,39 +830,46 @@ static void hello_arrived(ux_ep_t *ep)
     ep->early = h;
 }
 
-static void hello_recv_cb(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
-                          void *user_data)
+static void ctl_recv_cb(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
+                        void *user_data)
 {
-    ux_ep_t *ep = (ux_ep_t *)user_data;
+    ux_ctlrx_t *rx = (ux_ctlrx_t *)user_data;
     ucp_request_free(request);
-    ep->hreq = NULL;
-    ep->hdone = 1;
-    ep->hstatus = status;
-    ep->hlen = info ? info->length : 0;
-    ep_signal(ep);
+    rx->req = NULL;
+    rx->done = 1;
+    rx->status = status;
+    rx->len = info ? info->length : 0;
+    ep_signal(rx->ep);
 }
 
-static void post_hello_recv(ux_ep_t *ep)
+/* Posts rx's wildcard receive of control messages of kind into buf (what names them in the
+ * warning if UCX refuses). */
+static void post_ctl_recv(ux_ep_t *ep, ux_ctlrx_t *rx, void *buf, size_t size, uint64_t kind,
+                          const char *what)
 {
-    if (ep->hreq || ep->hdone || !ep->worker) return;
-    if (!ep->hbuf && !(ep->hbuf = malloc(UX_HELLO_MAX))) return;   /* tried again later */
     ucp_request_param_t prm;
     memset(&prm, 0, sizeof prm);
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                        UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    prm.cb.recv = hello_recv_cb;
-    prm.user_data = ep;
+    prm.cb.recv = ctl_recv_cb;
+    prm.user_data = rx;
     prm.datatype = ucp_dt_make_contig(1);
-    ucs_status_ptr_t p = ucp_tag_recv_nbx(ep->worker, ep->hbuf, UX_HELLO_MAX,
-                                          UX_KIND_HELLO << UX_KIND_SHIFT,
+    ucs_status_ptr_t p = ucp_tag_recv_nbx(ep->worker, buf, size, kind << UX_KIND_SHIFT,
                                           3ull << UX_KIND_SHIFT, &prm);
     if (UCS_PTR_IS_ERR(p)) {
-        ep->host->log(COHORT_LOG_WARN, SUBSYS, "ucx: rank %d cannot post the receive for "
-                      "connection hellos: ucp_tag_recv_nbx: %s", ep->rank,
+        ep->host->log(COHORT_LOG_WARN, SUBSYS, "ucx: rank %d cannot post the receive for %s: "
+                      "ucp_tag_recv_nbx: %s", ep->rank, what,
                       ucs_status_string(UCS_PTR_STATUS(p)));
         return;
     }
-    if (!ep->hdone) ep->hreq = p;
+    if (!rx->done) rx->req = p;
+}
+
+static void post_hello_recv(ux_ep_t *ep)
+{
+    if (ep->hrx.req || ep->hrx.done || !ep->worker) return;
+    if (!ep->hbuf && !(ep->hbuf = malloc(UX_HELLO_MAX))) return;   /* tried again later */
+    post_ctl_recv(ep, &ep->hrx, ep->hbuf, UX_HELLO_MAX, UX_KIND_HELLO, "connection hellos");
 }
 
 /* Connector: the ack arrived: check it. */
@@ -926,31 +937,20 @@ static void peer_closed(ux_conn_t *c, uint64_t nsent)
     ep_signal(ep);
 }
 
-static void bye_recv_cb(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
-                        void *user_data)
-{
-    ux_ep_t *ep = (ux_ep_t *)user_data;
-    ucp_request_free(request);
-    ep->breq = NULL;
-    ep->bdone = 1;
-    ep->bstatus = status;
-    ep->blen = info ? info->length : 0;
-    ep_signal(ep);
-}
-
 static void bye_arrived(ux_ep_t *ep)
 {
-    ep->bdone = 0;
-    if (ep->bstatus != UCS_OK) return;
+    ep->brx.done = 0;
+    if (ep->brx.status != UCS_OK) return;
     const unsigned char *b = ep->bbuf;
     unsigned char mac[UX_MAC_LEN];
     ep->host->auth(b, UX_BYE_SIZE - UX_MAC_LEN, mac);
     int src = (int)get32(b + 4);
-    if (ep->blen != UX_BYE_SIZE || get32(b) != UX_BYE_MAGIC ||
+    if (ep->brx.len != UX_BYE_SIZE || get32(b) != UX_BYE_MAGIC ||
         get32(b + 8) != (uint32_t)ep->rank || get64(b + 12) != ep->comm_id ||
         !ct_equal(mac, b + UX_BYE_SIZE - UX_MAC_LEN, UX_MAC_LEN)) {
         ep->host->log(COHORT_LOG_WARN, SUBSYS, "ucx: rank %d refused a closing notice (%zu "
-                      "bytes) that is not from a peer of this communicator", ep->rank, ep->blen);
+                      "bytes) that is not from a peer of this communicator", ep->rank,
+                      ep->brx.len);
         return;
     }
     for (ux_conn_t *c = ep->conns; c; c = c->next)
@@ -959,24 +959,8 @@ static void bye_arrived(ux_ep_t *ep)
 
 static void post_bye_recv(ux_ep_t *ep)
 {
-    if (ep->breq || ep->bdone || !ep->worker) return;
-    ucp_request_param_t prm;
-    memset(&prm, 0, sizeof prm);
-    prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                       UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    prm.cb.recv = bye_recv_cb;
-    prm.user_data = ep;
-    prm.datatype = ucp_dt_make_contig(1);
-    ucs_status_ptr_t p = ucp_tag_recv_nbx(ep->worker, ep->bbuf, UX_BYE_SIZE,
-                                          UX_KIND_BYE << UX_KIND_SHIFT, 3ull << UX_KIND_SHIFT,
-                                          &prm);
-    if (UCS_PTR_IS_ERR(p)) {
-        ep->host->log(COHORT_LOG_WARN, SUBSYS, "ucx: rank %d cannot post the receive for "
-                      "closing notices: ucp_tag_recv_nbx: %s", ep->rank,
-                      ucs_status_string(UCS_PTR_STATUS(p)));
-        return;
-    }
-    if (!ep->bdone) ep->breq = p;
+    if (ep->brx.req || ep->brx.done || !ep->worker) return;
+    post_ctl_recv(ep, &ep->brx, ep->bbuf, UX_BYE_SIZE, UX_KIND_BYE, "closing notices");
 }
 
 /* conn_close of a working connection: the bye (a few bounded progress calls give it time to
@@ -1042,9 +1026,9 @@ static void watch_peers(ux_ep_t *ep)
 static void ep_work(ux_ep_t *ep)
 {
     watch_peers(ep);
-    if (ep->hdone) hello_arrived(ep);
+    if (ep->hrx.done) hello_arrived(ep);
     post_hello_recv(ep);
-    if (ep->bdone) bye_arrived(ep);
+    if (ep->brx.done) bye_arrived(ep);
     post_bye_recv(ep);
     for (ux_conn_t *c = ep->conns; c; c = c->next) {
         if (c->ack_rx) ack_arrived(c);
@@ -1289,14 +1273,14 @@ static cohort_status_t ux_get_attr(cohort_tp_ctx_t ctxv, cohort_transport_attr_t
 static void ep_destroy(ux_ep_t *ep)
 {
     while (ep->conns) conn_destroy(ep->conns);
-    if (ep->hreq) {
-        void *u = ep->hreq;
-        ep->hreq = NULL;
+    if (ep->hrx.req) {
+        void *u = ep->hrx.req;
+        ep->hrx.req = NULL;
         ucp_request_cancel(ep->worker, u);   /* its callback frees it */
     }
-    if (ep->breq) {
-        void *u = ep->breq;
-        ep->breq = NULL;
+    if (ep->brx.req) {
+        void *u = ep->brx.req;
+        ep->brx.req = NULL;
         ucp_request_cancel(ep->worker, u);
     }
     if (ep->worker) {
@@ -1361,6 +1345,7 @@ static cohort_status_t ux_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t *
     ep->nranks = info->nranks;
     ep->comm_id = info->comm_id;
     ep->efd = -1;
+    ep->hrx.ep = ep->brx.ep = ep;
     job_hash(host, info->job_id, ep->job_hash);
     host_id(host, ep->proc);
     ucp_worker_params_t wp;
@@ -1641,7 +1626,7 @@ static cohort_status_t ux_test(cohort_tp_req_t reqv, size_t *nbytes)
     if (!r->done) {
         if (worker_progress(ep) > 0 && !r->done) ep_signal(ep);
         watch_peers(ep);
-        if (ep->hdone || c->ack_rx) {
+        if (ep->hrx.done || c->ack_rx) {
             ep_work(ep);
             ep_signal(ep);
         }
