@@ -155,6 +155,7 @@ typedef struct ux_conn {
     int state;
     int logged;
     int watch;                    /* no UCX error handling: watch the peer's pid */
+    int peer_eh;                  /* the ucp_ep has UCX's peer error handling */
     int pid;
     cohort_status_t err;
     char errmsg[384];
@@ -514,8 +515,11 @@ static void conn_close_uep(ux_conn_t *c)
     if (!c->uep) return;
     ucp_request_param_t prm;
     memset(&prm, 0, sizeof prm);
+    /* A forced close needs peer error handling on both sides (UCX's documented contract:
+     * without it the peer meets undefined behaviour; UCX 1.13's shared memory crashed the peer,
+     * attaching segments of ours that are gone). Without it: a flushing close. */
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    prm.flags = c->peer_eh ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     ucs_status_ptr_t p = ucp_ep_close_nbx(c->uep, &prm);
     if (UCS_PTR_IS_PTR(p)) ucp_request_free(p);   /* released when it completes */
     c->uep = NULL;
@@ -596,7 +600,7 @@ static void conn_destroy(ux_conn_t *c)
         if (!is_send) ucp_request_cancel(ep->worker, u);
     }
     c->all = NULL;
-    conn_close_uep(c);   /* sends: their callbacks come with the forced close */
+    conn_close_uep(c);   /* sends: their callbacks come with the close */
     if (c->prev) c->prev->next = c->next;
     else ep->conns = c->next;
     if (c->next) c->next->prev = c->prev;
@@ -625,6 +629,7 @@ static cohort_status_t uep_create(ux_conn_t *c, const void *addr, const unsigned
     }
     /* Without UCX's error handling a dead peer on this host (same pid namespace) is found by
      * watching its pid (progress, every 100 ms). */
+    c->peer_eh = s == UCS_OK && prm.err_mode == UCP_ERR_HANDLING_MODE_PEER;
     if (s == UCS_OK && prm.err_mode == UCP_ERR_HANDLING_MODE_NONE &&
         !memcmp(proc, ep->proc, UX_HOST_LEN) &&
         get64(proc + UX_HOST_LEN + 4) == get64(ep->proc + UX_HOST_LEN + 4)) {
@@ -964,8 +969,8 @@ static void post_bye_recv(ux_ep_t *ep)
 }
 
 /* conn_close of a working connection: the bye (a few bounded progress calls give it time to
- * leave), then a forced close: a flushing one would let a matched rendezvous receive go on
- * writing into a buffer the caller may free once conn_close returns. */
+ * leave); conn_destroy then closes the ucp_ep (conn_close_uep) after pointing receives UCX has
+ * matched at scratch buffers, since the caller may free its own once conn_close returns. */
 static void send_bye_and_close(ux_conn_t *c)
 {
     if (!c->uep || c->state != C_READY || c->peer_closed) return;
@@ -1305,7 +1310,7 @@ static void ep_destroy(ux_ep_t *ep)
             }
             free(junk);
         }
-        /* Let the forced closes and cancels deliver their callbacks (bounded: no waiting). */
+        /* Let the closes and cancels deliver their callbacks (bounded: no waiting). */
         for (int i = 0; i < 16 && ep->orphans; i++) (void)ucp_worker_progress(ep->worker);
         if (ep->addr) ucp_worker_release_address(ep->worker, ep->addr);
         ucp_worker_destroy(ep->worker);
