@@ -22,6 +22,20 @@
  *             travel in a 16-byte header in front of the payload (an iov of two), and a
  *             receive whose header carries another tag, or whose message is longer (UCX:
  *             truncated), completes with COHORT_ERR_MISMATCH.
+ *   large     From UX_SPLIT_MIN bytes, on connections with UCX's error handling, the header
+ *             travels alone and the payload follows as contiguous chunks of UX_CHUNK bytes,
+ *             each a UCX message of its own (the payload bit, the message's sequence number and
+ *             the chunk's index in its UCX tag): UCX 1.13's rendezvous moves an iov in
+ *             fragments, a contiguous buffer by zero-copy. The receiver posts the iov as
+ *             always; a header that arrives alone (16 bytes, length > 0) makes it receive the
+ *             chunks, UX_SLOTS at a time, into slots of its own (ucp_mem_map'd once each) and
+ *             copy each into the caller's buffer. Not straight into the caller's buffer: UCX
+ *             cannot stop a receive it has matched (cancel and a forced close do not), and the
+ *             caller may free its buffer once conn_close returns; a slot belongs to the plugin
+ *             until UCX lets go of it. Posting happens in ep_work, not inside UCX's callbacks.
+ *   memory    mem_reg is ucp_mem_map; a split payload sent from a registered range goes with
+ *             that memh (UCP_OP_ATTR_FIELD_MEMH: no registration lookup per message). Without
+ *             one, UCX's own registration cache serves (UCX_RCACHE_*).
  * Progress happens only in progress(), test() and conn_test() (no thread of ours; UCX may run
  * its own async thread for some transports). Not thread-safe per endpoint: the core serialises
  * calls per endpoint; endpoints of different communicators have their own workers.
@@ -64,6 +78,15 @@
 #define UX_BYE_MAGIC 0x43554231u      /* "CUB1" */
 #define UX_BYE_SIZE (4 + 4 + 4 + 8 + 8 + UX_MAC_LEN)
 #define UX_SEQ_MASK ((1ull << UX_SEQ_BITS) - 1)
+#define UX_PAYLOAD_BIT (1ull << (UX_SEQ_BITS - 1))  /* data: a split message's payload */
+#define UX_DSEQ_MASK (UX_PAYLOAD_BIT - 1)             /* data: the sequence number */
+#define UX_SPLIT_MIN (64u * 1024u)     /* payloads from this size travel apart (see above) */
+#define UX_CHUNK (512u * 1024u)        /* ... in chunks of this size */
+#define UX_CHUNK_BITS 19               /* a chunk's index in a payload tag */
+#define UX_PSEQ_MASK ((1ull << (UX_SEQ_BITS - 1 - UX_CHUNK_BITS)) - 1)  /* its message's seq */
+#define UX_SPLIT_MAX ((uint64_t)UX_CHUNK << UX_CHUNK_BITS)  /* larger: one iov (256 GiB) */
+#define UX_SLOTS 4                     /* chunk receives in flight per message */
+#define UX_POOL 16                     /* idle slots an endpoint keeps for the next messages */
 #define UX_FULL_MASK (~0ull)
 #define UX_PROGRESS_MAX 64             /* ucp_worker_progress calls per progress() at most */
 
@@ -122,7 +145,15 @@ typedef struct ux_ctx {
     struct ux_ep *eps;
 } ux_ctx_t;
 
-enum { K_DATA = 0, K_HELLO, K_ACK_SEND, K_ACK_RECV, K_BYE };
+enum { K_DATA = 0, K_HELLO, K_ACK_SEND, K_ACK_RECV, K_BYE, K_HDR, K_CHUNK };
+
+/* A memory registration (mem_reg): ucp_mem_map's handle and the range it covers. */
+typedef struct ux_mr {
+    ucp_mem_h memh;
+    uintptr_t base;
+    size_t len;
+} ux_mr_t;
+
 typedef struct ux_req {
     int kind;                     /* K_DATA: a user's request; the others set up a conn */
     unsigned char *own;           /* the buffer of a set-up message (freed with the request) */
@@ -135,12 +166,27 @@ typedef struct ux_req {
     size_t len;
     uint64_t tag;
     void *ucx;                    /* the UCX request while UCX works on it */
+    unsigned ncb;                 /* UCX callbacks run for it (req_start: did one run inside?) */
     int posted;
     int done;
     int released;
     cohort_status_t status;
     size_t nbytes;
-    uint64_t seq;                 /* K_DATA receive: its place in the conn's receive order */
+    uint64_t seq;                 /* K_DATA: its place in the conn's order (each direction) */
+    int stage;                    /* 1: to be posted by ep_work (a split receive whose header
+                                   * arrived; a chunk receive to post again); 2: posted */
+    ux_mr_t *mr;                  /* the caller's registration covering buf, or NULL */
+    /* a split message (K_DATA) */
+    uint32_t nchunks, next_chunk, chunks_done;
+    int pending;                  /* its chunk requests UCX still holds */
+    int drop;                     /* receive: consume the chunks, copy nothing (mismatch) */
+    int nspare;                   /* receive: slots (below) free for the next chunks */
+    void *spare[UX_SLOTS];
+    ucp_mem_h spare_mh[UX_SLOTS];
+    /* a chunk (K_CHUNK) */
+    struct ux_req *parent;        /* its message (not touched once the chunk is orphaned) */
+    uint32_t chunk;
+    ucp_mem_h slot_memh;          /* receive: own (its slot) is mapped */
     char *errmsg;
     unsigned char hdr[UX_HDR];
     ucp_dt_iov_t iov[2];
@@ -155,7 +201,8 @@ typedef struct ux_conn {
     int state;
     int logged;
     int watch;                    /* no UCX error handling: watch the peer's pid */
-    int peer_eh;                  /* the ucp_ep has UCX's peer error handling */
+    int peer_eh;                  /* the ucp_ep has UCX's peer error handling (then a close is
+                                   * forced, and large payloads travel apart) */
     int pid;
     cohort_status_t err;
     char errmsg[384];
@@ -212,6 +259,10 @@ typedef struct ux_ep {
     ux_ctlrx_t brx;
     int in_progress;
     int signalled;
+    int nstage;                   /* requests with stage 1 */
+    int npool;                    /* idle receive slots (UX_CHUNK bytes, mapped) */
+    void *pool[UX_POOL];
+    ucp_mem_h pool_mh[UX_POOL];
 } ux_ep_t;
 
 /* ---- small helpers ----------------------------------------------------------------------- */
@@ -245,7 +296,15 @@ static void ep_signal(ux_ep_t *ep)
 static uint64_t data_tag(int src, uint64_t seq)
 {
     return (UX_KIND_DATA << UX_KIND_SHIFT) | ((uint64_t)(unsigned)src << UX_SEQ_BITS) |
-           (seq & UX_SEQ_MASK);
+           (seq & UX_DSEQ_MASK);
+}
+
+/* The tag of chunk idx of message seq's payload. The message's number wraps at 2^20 here:
+ * two messages that far apart are never in flight on one connection at once. */
+static uint64_t payload_tag(int src, uint64_t seq, uint32_t idx)
+{
+    return (UX_KIND_DATA << UX_KIND_SHIFT) | ((uint64_t)(unsigned)src << UX_SEQ_BITS) |
+           UX_PAYLOAD_BIT | ((seq & UX_PSEQ_MASK) << UX_CHUNK_BITS) | idx;
 }
 
 static void job_hash(const cohort_host_v1_t *host, const char *job, unsigned char out[UX_MAC_LEN])
@@ -292,8 +351,56 @@ static void req_unlink(ux_req_t *r)
     r->anext = r->aprev = NULL;
 }
 
+/* A receive slot for a chunk: an idle one of the endpoint's, or a new one, mapped with
+ * ucp_mem_map (registered once for all the messages that will use it); NULL without memory. */
+static void *slot_get(ux_ep_t *ep, ucp_mem_h *mh)
+{
+    if (ep->npool > 0) {
+        ep->npool--;
+        *mh = ep->pool_mh[ep->npool];
+        return ep->pool[ep->npool];
+    }
+    void *b = malloc(UX_CHUNK);
+    *mh = NULL;
+    if (!b) return NULL;
+    ucp_mem_map_params_t prm;
+    memset(&prm, 0, sizeof prm);
+    prm.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    prm.address = b;
+    prm.length = UX_CHUNK;
+    if (ucp_mem_map(ep->ctx->ucp, &prm, mh) != UCS_OK) *mh = NULL;   /* then UCX's own cache */
+    return b;
+}
+
+/* A slot UCX no longer uses: kept for the next message, or released. */
+static void slot_put(ux_ep_t *ep, void *b, ucp_mem_h mh)
+{
+    if (!b) return;
+    if (ep->npool < UX_POOL) {
+        ep->pool[ep->npool] = b;
+        ep->pool_mh[ep->npool++] = mh;
+        return;
+    }
+    if (mh) (void)ucp_mem_unmap(ep->ctx->ucp, mh);
+    free(b);
+}
+
+static void spares_put(ux_req_t *m)
+{
+    while (m->nspare > 0) {
+        m->nspare--;
+        slot_put(m->ep, m->spare[m->nspare], m->spare_mh[m->nspare]);
+    }
+}
+
 static void req_free(ux_req_t *r)
 {
+    if (r->stage == 1) r->ep->nstage--;   /* it will not be posted now */
+    if (r->kind == K_CHUNK && r->own) {   /* a receive slot: UCX has let go of it */
+        slot_put(r->ep, r->own, r->slot_memh);
+        r->own = NULL;
+    }
+    spares_put(r);
     req_unlink(r);
     free(r->own);
     free(r->errmsg);
@@ -303,7 +410,7 @@ static void req_free(ux_req_t *r)
 /* Frees the request once the user has its final status and UCX no longer holds it. */
 static void req_maybe_free(ux_req_t *r)
 {
-    if (r->ucx) return;
+    if (r->ucx || r->pending) return;
     if (r->conn && !(r->done && r->released)) return;
     req_free(r);
 }
@@ -350,22 +457,97 @@ static void ctl_sent(ux_req_t *r, ucs_status_t status)
         ep_signal(c->ep);
     }
     if (status != UCS_OK && r->kind != K_BYE)
-        conn_fail(c, fail_status(status), "ucx: rank %d could not send its connection %s to "
-                  "rank %d: %s (UCX); is rank %d still running?", c->ep->rank,
-                  r->kind == K_HELLO ? "hello" : "answer", c->peer, ucs_status_string(status),
-                  c->peer);
+        conn_fail(c, fail_status(status), "ucx: rank %d could not send %s to rank %d: %s "
+                  "(UCX); is rank %d still running?", c->ep->rank,
+                  r->kind == K_HELLO ? "its connection hello" :
+                  r->kind == K_HDR ? "a message header" : "its connection answer", c->peer,
+                  ucs_status_string(status), c->peer);
+}
+
+/* For ep_work: post r (stage 1). */
+static void stage_set(ux_req_t *r)
+{
+    if (r->stage == 1) return;
+    r->stage = 1;
+    r->ep->nstage++;
+    ep_signal(r->ep);
+}
+
+static size_t chunk_len(uint64_t len, uint32_t idx)
+{
+    uint64_t off = (uint64_t)idx * UX_CHUNK;
+    return (size_t)(len - off < UX_CHUNK ? len - off : UX_CHUNK);
+}
+
+/* Chunk k of a split message completed (its conn still open). A received chunk is copied to
+ * its place in the caller's buffer and its slot goes back to the message for the next chunk;
+ * the message completes with its last chunk. */
+static void chunk_done(ux_req_t *k, ucs_status_t status, size_t length)
+{
+    ux_conn_t *c = k->conn;
+    ux_req_t *m = k->parent;
+    uint64_t len = get64(m->hdr + 8);
+    m->pending--;
+    if (!k->is_send && k->own && m->nspare < UX_SLOTS) {   /* the slot back to the message */
+        m->spare[m->nspare] = k->own;
+        m->spare_mh[m->nspare++] = k->slot_memh;
+        /* (not into a message that has failed: the caller may have its buffer back) */
+        if (status == UCS_OK && length == chunk_len(len, k->chunk) && !m->drop && !m->done)
+            memcpy((char *)m->buf + (size_t)k->chunk * UX_CHUNK, k->own, length);
+        else if (status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED)
+            m->drop = 1;
+        k->own = NULL;
+        k->slot_memh = NULL;
+    }
+    req_finish(k, COHORT_SUCCESS);
+    if (status != UCS_OK && !(status == UCS_ERR_MESSAGE_TRUNCATED && !k->is_send)) {
+        if (c->state != C_FAILED)
+            conn_fail(c, fail_status(status), "ucx: rank %d %s rank %d failed (part %u of %u "
+                      "of a %llu-byte message): %s (UCX); the peer process may have exited or "
+                      "the network failed (UCX_TLS and UCX_NET_DEVICES choose UCX's "
+                      "transports)", c->ep->rank, k->is_send ? "sending to" : "receiving from",
+                      c->peer, k->chunk + 1, m->nchunks, (unsigned long long)len,
+                      ucs_status_string(status));
+        req_maybe_free(m);
+        return;
+    }
+    m->chunks_done++;
+    if (m->chunks_done == m->nchunks) spares_put(m);   /* the slots to the next message */
+    if (m->done) {   /* failed meanwhile (conn_fail, peer_closed): only the counting goes on */
+        req_maybe_free(m);
+        return;
+    }
+    if (m->chunks_done < m->nchunks) {
+        if (!k->is_send && m->next_chunk < m->nchunks) stage_set(m);
+        return;
+    }
+    if (k->is_send) {
+        req_finish(m, COHORT_SUCCESS);
+    } else if (m->drop) {
+        req_fail_msg(m, COHORT_ERR_MISMATCH, "ucx: rank %d expected a message with tag %llu "
+                     "(up to %zu bytes) from rank %d, which sent tag %llu (%llu bytes): the "
+                     "ranks called different operations or counts", c->ep->rank,
+                     (unsigned long long)m->tag, m->len, c->peer,
+                     (unsigned long long)get64(m->hdr), (unsigned long long)len);
+    } else {
+        m->nbytes = (size_t)len;
+        req_finish(m, COHORT_SUCCESS);
+    }
 }
 
 static void send_cb(void *request, ucs_status_t status, void *user_data)
 {
     ux_req_t *r = (ux_req_t *)user_data;
+    r->ncb++;
     ucp_request_free(request);
     r->ucx = NULL;
     if (!r->conn) {   /* orphaned: nobody waits for it */
         req_free(r);
         return;
     }
-    if (r->kind != K_DATA) {
+    if (r->kind == K_CHUNK) {
+        chunk_done(r, status, 0);
+    } else if (r->kind != K_DATA) {
         ctl_sent(r, status);
     } else if (status == UCS_OK) {
         req_finish(r, COHORT_SUCCESS);
@@ -392,7 +574,24 @@ static void recv_done(ux_req_t *r, ucs_status_t status, size_t length)
         ep_signal(c->ep);
         return;
     }
-    if (status == UCS_OK) {
+    if (r->kind == K_CHUNK) {
+        chunk_done(r, status, length);
+        return;
+    }
+    if (status == UCS_OK && length == UX_HDR && get64(r->hdr + 8) > 0 && !r->nchunks) {
+        /* a split message's header: ep_work posts the receives of its chunks */
+        uint64_t len = get64(r->hdr + 8);
+        if (len > UX_SPLIT_MAX) {
+            req_fail_msg(r, COHORT_ERR_MISMATCH, "ucx: rank %d received a header from rank %d "
+                         "announcing %llu bytes in chunks, more than a split message carries "
+                         "(another cohort version on the peer?)", c->ep->rank, c->peer,
+                         (unsigned long long)len);
+            return;
+        }
+        r->nchunks = (uint32_t)((len + UX_CHUNK - 1) / UX_CHUNK);
+        r->drop = get64(r->hdr) != r->tag || len > r->len;
+        stage_set(r);
+    } else if (status == UCS_OK) {
         if (length < UX_HDR) {
             req_fail_msg(r, COHORT_ERR_MISMATCH, "ucx: rank %d received a message of %zu bytes "
                          "from rank %d, shorter than the %d-byte header (another program or "
@@ -428,6 +627,7 @@ static void recv_cb(void *request, ucs_status_t status, const ucp_tag_recv_info_
                     void *user_data)
 {
     ux_req_t *r = (ux_req_t *)user_data;
+    r->ncb++;
     ucp_request_free(request);
     r->ucx = NULL;
     if (!r->conn) {
@@ -456,7 +656,7 @@ static ux_req_t *req_new(ux_conn_t *c, int kind, int is_send)
 
 /* Hands an operation to UCX; the outcome arrives in send_cb/recv_cb, or at once. */
 static void req_start(ux_req_t *r, const void *buf, size_t count, ucp_datatype_t dt,
-                      uint64_t tag, uint64_t mask)
+                      uint64_t tag, uint64_t mask, ucp_mem_h memh)
 {
     ux_conn_t *c = r->conn;
     ux_ep_t *ep = c->ep;
@@ -467,7 +667,12 @@ static void req_start(ux_req_t *r, const void *buf, size_t count, ucp_datatype_t
                        UCP_OP_ATTR_FIELD_DATATYPE;
     prm.user_data = r;
     prm.datatype = dt;
+    if (memh) {
+        prm.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+        prm.memh = memh;
+    }
     ucs_status_ptr_t p;
+    unsigned ncb = r->ncb;
     if (r->is_send) {
         prm.cb.send = send_cb;
         p = ucp_tag_send_nbx(c->uep, buf, count, tag, &prm);
@@ -477,15 +682,21 @@ static void req_start(ux_req_t *r, const void *buf, size_t count, ucp_datatype_t
         p = ucp_tag_recv_nbx(ep->worker, (void *)(uintptr_t)buf, count, tag, mask, &prm);
     }
     if (p == NULL) {   /* a send done at once */
-        if (r->kind != K_DATA) ctl_sent(r, UCS_OK);
+        if (r->kind == K_CHUNK) chunk_done(r, UCS_OK, 0);
+        else if (r->kind != K_DATA) ctl_sent(r, UCS_OK);
         else req_finish(r, COHORT_SUCCESS);
     } else if (UCS_PTR_IS_ERR(p)) {
         ucs_status_t s = UCS_PTR_STATUS(p);
+        if (r->kind == K_CHUNK) r->parent->pending--;   /* no callback will come */
         conn_fail(c, fail_status(s), "ucx: rank %d: %s rank %d failed at once: %s (UCX)",
                   ep->rank, r->is_send ? "ucp_tag_send_nbx to" : "ucp_tag_recv_nbx from",
                   c->peer, ucs_status_string(s));
-    } else if (!r->done && !(r->kind == K_ACK_RECV && c->ack_rx == r)) {
-        r->ucx = p;   /* (the callback may already have run: a receive of a waiting message) */
+    } else if (r->ncb == ncb) {
+        /* UCX holds it until its callback. Not r->done as the test: UCX may have failed the
+         * conn inside the call (err_cb: conn_fail finishes every request) and still hold this
+         * one. A receive's callback may already have run (a message that was waiting): then
+         * UCX has let go of it. */
+        r->ucx = p;
     }
 }
 
@@ -494,18 +705,51 @@ static void req_post(ux_req_t *r)
     ux_conn_t *c = r->conn;
     put64(r->hdr, r->tag);
     put64(r->hdr + 8, r->len);
-    if (!r->is_send) r->seq = c->recv_seq;
+    r->seq = r->is_send ? c->send_seq : c->recv_seq;
     uint64_t tag = r->is_send ? data_tag(c->ep->rank, c->send_seq++)
                               : data_tag(c->peer, c->recv_seq++);
     if (!r->len) {
-        req_start(r, r->hdr, UX_HDR, ucp_dt_make_contig(1), tag, UX_FULL_MASK);
+        req_start(r, r->hdr, UX_HDR, ucp_dt_make_contig(1), tag, UX_FULL_MASK, NULL);
         return;
+    }
+    if (r->is_send && r->len >= UX_SPLIT_MIN && r->len <= UX_SPLIT_MAX && c->peer_eh) {
+        /* the header alone (a set-up style request owning a copy), then the chunks */
+        unsigned char *h = malloc(UX_HDR);
+        ux_req_t *hr = h ? req_new(c, K_HDR, 1) : NULL;
+        if (hr) {
+            memcpy(h, r->hdr, UX_HDR);
+            hr->own = h;
+            hr->len = UX_HDR;
+            req_start(hr, h, UX_HDR, ucp_dt_make_contig(1), tag, UX_FULL_MASK, NULL);
+            req_maybe_free(hr);
+            r->nchunks = (uint32_t)((r->len + UX_CHUNK - 1) / UX_CHUNK);
+            for (uint32_t i = 0; i < r->nchunks && c->state != C_FAILED; i++) {
+                ux_req_t *k = req_new(c, K_CHUNK, 1);
+                if (!k) {
+                    conn_fail(c, COHORT_ERR_NO_MEMORY, "ucx: rank %d: no memory for a request "
+                              "(sending %zu bytes to rank %d)", c->ep->rank, r->len, c->peer);
+                    break;
+                }
+                k->parent = r;
+                k->chunk = i;
+                k->released = 0;   /* not freed inside req_start */
+                r->next_chunk = i + 1;
+                r->pending++;
+                req_start(k, (char *)r->buf + (size_t)i * UX_CHUNK, chunk_len(r->len, i),
+                          ucp_dt_make_contig(1), payload_tag(c->ep->rank, r->seq, i),
+                          UX_FULL_MASK, r->mr ? r->mr->memh : NULL);
+                k->released = 1;
+                req_maybe_free(k);
+            }
+            return;
+        }
+        free(h);   /* no memory for the split: the whole message as one iov */
     }
     r->iov[0].buffer = r->hdr;
     r->iov[0].length = UX_HDR;
     r->iov[1].buffer = r->buf;
     r->iov[1].length = r->len;
-    req_start(r, r->iov, 2, ucp_dt_make_iov(), tag, UX_FULL_MASK);
+    req_start(r, r->iov, 2, ucp_dt_make_iov(), tag, UX_FULL_MASK, NULL);
 }
 
 /* ---- connections ------------------------------------------------------------------------- */
@@ -720,7 +964,7 @@ static void send_ctl(ux_conn_t *c, int kind, unsigned char *buf, size_t len, uin
     }
     r->own = buf;
     r->len = len;
-    req_start(r, buf, len, ucp_dt_make_contig(1), tag, UX_FULL_MASK);
+    req_start(r, buf, len, ucp_dt_make_contig(1), tag, UX_FULL_MASK, NULL);
     req_maybe_free(r);
 }
 
@@ -987,7 +1231,7 @@ static void send_bye_and_close(ux_conn_t *c)
     r->released = 0;   /* kept until we have seen it leave */
     req_start(r, b, UX_BYE_SIZE, ucp_dt_make_contig(1),
               (UX_KIND_BYE << UX_KIND_SHIFT) | ((uint64_t)(unsigned)ep->rank << UX_SEQ_BITS),
-              UX_FULL_MASK);
+              UX_FULL_MASK, NULL);
     for (int i = 0; i < 8 && !r->done && c->uep; i++) (void)ucp_worker_progress(ep->worker);
     r->released = 1;
     req_maybe_free(r);
@@ -1028,8 +1272,64 @@ static void watch_peers(ux_ep_t *ep)
                       "on this host) is gone (exited or killed)", ep->rank, c->peer, c->pid);
 }
 
+/* Posts the next chunk receives of a split message (stage 1), one per free slot; the message
+ * takes its slots (at most UX_SLOTS) from the endpoint at the first call. */
+static void post_chunks(ux_req_t *m)
+{
+    ux_conn_t *c = m->conn;
+    ux_ep_t *ep = c->ep;
+    m->stage = 2;
+    if (c->state == C_FAILED || m->done) return;
+    if (!m->next_chunk) {
+        uint32_t n = m->nchunks < UX_SLOTS ? m->nchunks : UX_SLOTS;
+        while ((uint32_t)m->nspare < n) {
+            ucp_mem_h mh;
+            void *b = slot_get(ep, &mh);
+            if (!b) break;
+            m->spare[m->nspare] = b;
+            m->spare_mh[m->nspare++] = mh;
+        }
+        if (!m->nspare) {
+            req_fail_msg(m, COHORT_ERR_NO_MEMORY, "ucx: rank %d: no memory for a %u-byte "
+                         "receive slot (message from rank %d)", ep->rank, UX_CHUNK, c->peer);
+            return;
+        }
+    }
+    uint64_t len = get64(m->hdr + 8);
+    while (m->nspare && m->next_chunk < m->nchunks && c->state != C_FAILED) {
+        ux_req_t *k = req_new(c, K_CHUNK, 0);
+        if (!k) {
+            conn_fail(c, COHORT_ERR_NO_MEMORY, "ucx: rank %d: no memory for a request "
+                      "(receiving from rank %d)", ep->rank, c->peer);
+            return;
+        }
+        m->nspare--;
+        k->own = m->spare[m->nspare];
+        k->slot_memh = m->spare_mh[m->nspare];
+        k->parent = m;
+        k->chunk = m->next_chunk++;
+        k->released = 0;   /* not freed inside req_start (its callback may run there) */
+        m->pending++;
+        req_start(k, k->own, chunk_len(len, k->chunk), ucp_dt_make_contig(1),
+                  payload_tag(c->peer, m->seq, k->chunk), UX_FULL_MASK, k->slot_memh);
+        k->released = 1;
+        req_maybe_free(k);
+    }
+}
+
+static void post_payloads(ux_ep_t *ep)
+{
+    for (ux_conn_t *c = ep->conns; c && ep->nstage; c = c->next)
+        for (ux_req_t *r = c->all; r && ep->nstage; r = r->anext)
+            if (r->stage == 1) {
+                ep->nstage--;
+                post_chunks(r);
+            }
+}
+
 static void ep_work(ux_ep_t *ep)
 {
+    if (ep->nstage) post_payloads(ep);
     watch_peers(ep);
     if (ep->hrx.done) hello_arrived(ep);
     post_hello_recv(ep);
@@ -1289,8 +1589,11 @@ static void ep_destroy(ux_ep_t *ep)
         ucp_request_cancel(ep->worker, u);
     }
     if (ep->worker) {
-        /* Byes and hellos that arrived after the last progress: take them, or UCX warns about
-         * unmatched messages when the worker goes. */
+        /* Let the closes and cancels deliver their callbacks (bounded: no waiting). */
+        for (int i = 0; i < 16 && ep->orphans; i++) (void)ucp_worker_progress(ep->worker);
+        /* Byes and hellos that arrived after the last progress (the peers' byes often come
+         * during the loop above): take them, or UCX warns about unmatched messages when the
+         * worker goes. */
         for (int i = 0; i < 1024; i++) {
             ucp_tag_recv_info_t info;
             ucp_tag_message_h m = ucp_tag_probe_nb(ep->worker, UX_KIND_BYE << UX_KIND_SHIFT,
@@ -1310,8 +1613,6 @@ static void ep_destroy(ux_ep_t *ep)
             }
             free(junk);
         }
-        /* Let the closes and cancels deliver their callbacks (bounded: no waiting). */
-        for (int i = 0; i < 16 && ep->orphans; i++) (void)ucp_worker_progress(ep->worker);
         if (ep->addr) ucp_worker_release_address(ep->worker, ep->addr);
         ucp_worker_destroy(ep->worker);
     }
@@ -1320,6 +1621,11 @@ static void ep_destroy(ux_ep_t *ep)
         ux_req_t *r = ep->orphans;
         r->ucx = NULL;
         req_free(r);
+    }
+    while (ep->npool > 0) {
+        ep->npool--;
+        if (ep->pool_mh[ep->npool]) (void)ucp_mem_unmap(ep->ctx->ucp, ep->pool_mh[ep->npool]);
+        free(ep->pool[ep->npool]);
     }
     while (ep->early) {
         ux_hello_t *h = ep->early;
@@ -1515,7 +1821,7 @@ static cohort_status_t ux_connect(cohort_tp_ep_t epv, int peer, const void *peer
     }
     req_start(ar, ar->own, UX_ACK_SIZE, ucp_dt_make_contig(1),
               (UX_KIND_ACK << UX_KIND_SHIFT) | ((uint64_t)(unsigned)peer << UX_SEQ_BITS),
-              UX_FULL_MASK);
+              UX_FULL_MASK, NULL);
     put32(h, UX_HELLO_MAGIC);
     put32(h + 4, (uint32_t)ep->rank);
     put32(h + 8, (uint32_t)peer);
@@ -1581,7 +1887,7 @@ static cohort_status_t ux_conn_close(cohort_tp_conn_t connv)
 }
 
 static cohort_status_t post(ux_conn_t *c, int is_send, void *buf, size_t len, uint64_t tag,
-                            cohort_tp_req_t *reqp)
+                            ux_mr_t *mr, cohort_tp_req_t *reqp)
 {
     const cohort_host_v1_t *host = c->ep->host;
     if (!reqp) return host->error(COHORT_ERR_INVALID_ARG, "ucx: isend/irecv need a request "
@@ -1598,6 +1904,10 @@ static cohort_status_t post(ux_conn_t *c, int is_send, void *buf, size_t len, ui
     r->len = len;
     r->tag = tag;
     r->nbytes = is_send ? len : 0;
+    /* a registration helps only when it covers the whole buffer (UCX's rule for memh) */
+    if (mr && len && (uintptr_t)buf >= mr->base && len <= mr->len &&
+        (uintptr_t)buf - mr->base <= mr->len - len)
+        r->mr = mr;
     *reqp = r;
     if (c->state == C_READY) {
         req_post(r);
@@ -1612,15 +1922,58 @@ static cohort_status_t post(ux_conn_t *c, int is_send, void *buf, size_t len, ui
 static cohort_status_t ux_isend(cohort_tp_conn_t connv, const void *buf, size_t len,
                                 uint64_t tag, cohort_tp_mr_t mr, cohort_tp_req_t *req)
 {
-    (void)mr;
-    return post((ux_conn_t *)connv, 1, (void *)(uintptr_t)buf, len, tag, req);
+    return post((ux_conn_t *)connv, 1, (void *)(uintptr_t)buf, len, tag, (ux_mr_t *)mr, req);
 }
 
 static cohort_status_t ux_irecv(cohort_tp_conn_t connv, void *buf, size_t len, uint64_t tag,
                                 cohort_tp_mr_t mr, cohort_tp_req_t *req)
 {
-    (void)mr;
-    return post((ux_conn_t *)connv, 0, buf, len, tag, req);
+    return post((ux_conn_t *)connv, 0, buf, len, tag, (ux_mr_t *)mr, req);
+}
+
+/* Registers [buf, buf + len) with every memory domain of the UCX context (ucp_mem_map), for
+ * isend/irecv of buffers inside it: their payloads skip UCX's per-message registration. */
+static cohort_status_t ux_mem_reg(cohort_tp_ep_t epv, void *buf, size_t len, cohort_tp_mr_t *mrp)
+{
+    ux_ep_t *ep = (ux_ep_t *)epv;
+    if (!ep || !mrp) return COHORT_ERR_INVALID_ARG;
+    *mrp = NULL;
+    if (!buf || !len)
+        return ep->host->error(COHORT_ERR_INVALID_ARG, "ucx: mem_reg of %zu bytes at %p: give "
+                               "a buffer and a non-zero length", len, buf);
+    ux_mr_t *m = calloc(1, sizeof *m);
+    if (!m) return ep->host->error(COHORT_ERR_NO_MEMORY, "ucx: no memory for a registration");
+    ucp_mem_map_params_t prm;
+    memset(&prm, 0, sizeof prm);
+    prm.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    prm.address = buf;
+    prm.length = len;
+    ucs_status_t s = ucp_mem_map(ep->ctx->ucp, &prm, &m->memh);
+    if (s != UCS_OK) {
+        free(m);
+        return ep->host->error(s == UCS_ERR_NO_MEMORY ? COHORT_ERR_NO_MEMORY
+                                                      : COHORT_ERR_TRANSPORT,
+                               "ucx: rank %d: ucp_mem_map of %zu bytes at %p failed: %s (UCX; "
+                               "with RDMA devices the locked-memory limit bounds registrations: "
+                               "check `ulimit -l`)", ep->rank, len, buf, ucs_status_string(s));
+    }
+    m->base = (uintptr_t)buf;
+    m->len = len;
+    *mrp = m;
+    return COHORT_SUCCESS;
+}
+
+static cohort_status_t ux_mem_dereg(cohort_tp_ep_t epv, cohort_tp_mr_t mrv)
+{
+    ux_ep_t *ep = (ux_ep_t *)epv;
+    ux_mr_t *m = (ux_mr_t *)mrv;
+    if (!ep || !m) return COHORT_ERR_INVALID_ARG;
+    ucs_status_t s = ucp_mem_unmap(ep->ctx->ucp, m->memh);
+    free(m);
+    if (s != UCS_OK)
+        return ep->host->error(COHORT_ERR_TRANSPORT, "ucx: rank %d: ucp_mem_unmap failed: %s",
+                               ep->rank, ucs_status_string(s));
+    return COHORT_SUCCESS;
 }
 
 static cohort_status_t ux_test(cohort_tp_req_t reqv, size_t *nbytes)
@@ -1631,7 +1984,7 @@ static cohort_status_t ux_test(cohort_tp_req_t reqv, size_t *nbytes)
     if (!r->done) {
         if (worker_progress(ep) > 0 && !r->done) ep_signal(ep);
         watch_peers(ep);
-        if (ep->hrx.done || c->ack_rx) {
+        if (ep->hrx.done || c->ack_rx || ep->nstage) {
             ep_work(ep);
             ep_signal(ep);
         }
@@ -1690,8 +2043,8 @@ const cohort_transport_v1_t cohort_transport_v1 = {
     .accept = ux_accept,
     .conn_test = ux_conn_test,
     .conn_close = ux_conn_close,
-    .mem_reg = NULL,
-    .mem_dereg = NULL,
+    .mem_reg = ux_mem_reg,
+    .mem_dereg = ux_mem_dereg,
     .isend = ux_isend,
     .irecv = ux_irecv,
     .test = ux_test,
