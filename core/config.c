@@ -94,6 +94,10 @@ static const cohort_setting_t settings[] = {
       "tcp: milliseconds to wait for a peer's interface to answer the reachability probe at "
       "start-up (without COHORT_SOCKET_IFNAME every candidate interface is probed), 1 to 600000",
       NUM(1, 600000) },
+    { "COHORT_UCX_ZCOPY", "auto",
+      "ucx: payloads from 64 KiB as contiguous 512 KiB chunks through registered receive slots, "
+      "so that UCX's zero-copy rendezvous applies: auto (when UCX has an RDMA transport), 1 "
+      "(also over tcp), 0 (never: one two-part message)", WORDS("auto|0|1") },
     { "COHORT_IB_HCA", NULL,
       "verbs: RDMA devices and ports to use, NCCL's grammar: prefixes with optional :port "
       "(mlx5_0:1,mlx5_1), =exact names, ^ to exclude; default: the first active port",

@@ -2,7 +2,9 @@
 # The plugin conformance suite on the UCX transport, when configure built it
 # (COHORT_TRANSPORTS=ucx: the plugin is unavailable here otherwise):
 #  - UCX's default transports at np 2 (tcp is chosen between these same-host ranks: UCX 1.13's
-#    shared memory cannot report a dead peer, which the plugin's error handling mode asks for).
+#    shared memory cannot report a dead peer, which the plugin's error handling mode asks for),
+#    once as is and once with COHORT_UCX_ZCOPY=1 (large payloads as chunks through registered
+#    slots, the default only with RDMA).
 #    Not np 3: there UCX 1.13 aborts now and then (about 1 run in 12) on an assertion of its own
 #    (ucp_ep.inl:215, remote_id) in the cases that close endpoints with rendezvous transfers in
 #    flight (docs/plugins.md, known limits);
@@ -22,6 +24,8 @@ export COHORT_TRANSPORTS
 rc=0
 echo "== UCX_TLS=${UCX_TLS:-(unset: UCX's default)}: cohort-conformance $plugin --np 2"
 "$conf" "$plugin" --np 2 || rc=1
+echo "== the same with COHORT_UCX_ZCOPY=1 (large payloads in chunks, as on RDMA)"
+COHORT_UCX_ZCOPY=1 "$conf" "$plugin" --np 2 || rc=1
 for np in 2 3; do
     echo "== UCX_TLS=posix,sysv,cma,self: cohort-conformance $plugin --np $np"
     UCX_TLS=posix,sysv,cma,self "$conf" "$plugin" --np $np || rc=1

@@ -27,6 +27,15 @@ for tls in tcp posix,sysv,cma,self; do
             env COHORT_TRANSPORTS=ucx UCX_TLS=$tls "$COHORTRUN" -np $np "$CC" $big
     done
 done
+# large payloads as chunks through registered slots (COHORT_UCX_ZCOPY; by default only with
+# RDMA), and a sender and receiver that disagree on it (the receiver follows the header)
+for np in 2 3; do
+    run_case "collectives over ucx, UCX_TLS=tcp, COHORT_UCX_ZCOPY=1, np=$np --big" \
+        env COHORT_TRANSPORTS=ucx UCX_TLS=tcp COHORT_UCX_ZCOPY=1 "$COHORTRUN" -np $np "$CC" --big
+done
+run_case "collectives over ucx, UCX_TLS=tcp, COHORT_UCX_ZCOPY=1 on rank 0 only, np=3 --big" \
+    env COHORT_TRANSPORTS=ucx UCX_TLS=tcp "$COHORTRUN" -np 3 sh -c '
+        [ "$COHORT_RANK" = 0 ] && export COHORT_UCX_ZCOPY=1; exec "$0" --big' "$CC"
 run_case "the INFO log names UCX's transport per peer: tcp/lo, or shared memory" sh -c '
     out=$(COHORT_TRANSPORTS=ucx UCX_TLS=tcp COHORT_DEBUG=INFO COHORT_DEBUG_SUBSYS=net "$0" -np 2 "$1" 2>&1) || { echo "$out"; exit 1; }
     echo "$out" | grep -q "ucx: rank 0 reaches rank 1 through tcp/lo" || { echo "$out"; exit 1; }

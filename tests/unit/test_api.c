@@ -522,6 +522,7 @@ static const bad_setting_t BAD_SETTINGS[] = {
     { "COHORT_DEBUG", "", "''" },
     { "COHORT_DEBUG_SUBSYS", "init,,net", "'init,,net'" },
     { "COHORT_HIERARCHICAL", "sometimes", "'sometimes'" },
+    { "COHORT_UCX_ZCOPY", "2", "'2'" },
     { "COHORT_PLUGIN_PATH", "/nonexistent/plugins", "'/nonexistent/plugins'" },
     { "COHORT_TOPO_FILE", "/nonexistent/topo.xml", "/nonexistent/topo.xml" },
     { "COHORT_RENDEZVOUS", "udp://x:1", "'udp://x:1'" },
