@@ -175,11 +175,12 @@ typedef struct ux_req {
     cohort_status_t status;
     size_t nbytes;
     uint64_t seq;                 /* K_DATA: its place in the conn's order (each direction) */
-    int stage;                    /* 1: to be posted by ep_work (a split receive whose header
-                                   * arrived; a chunk receive to post again); 2: posted */
-    ux_mr_t *mr;                  /* the caller's registration covering buf, or NULL */
+    int stage;                    /* split receive: 1 its header arrived or a slot came back,
+                                   * ep_work posts chunk receives; 2 posted */
+    ux_mr_t *mr;                  /* send: the caller's registration covering buf, or NULL */
     /* a split message (K_DATA) */
-    uint32_t nchunks, next_chunk, chunks_done;
+    uint32_t nchunks, chunks_done;
+    uint32_t next_chunk;          /* receive: the next chunk to post */
     int pending;                  /* its chunk requests UCX still holds */
     int drop;                     /* receive: consume the chunks, copy nothing (mismatch) */
     int nspare;                   /* receive: slots (below) free for the next chunks */
@@ -204,7 +205,7 @@ typedef struct ux_conn {
     int logged;
     int watch;                    /* no UCX error handling: watch the peer's pid */
     int peer_eh;                  /* the ucp_ep has UCX's peer error handling (then a close is
-                                   * forced, and large payloads travel apart) */
+                                   * forced, and large payloads may travel apart) */
     int pid;
     cohort_status_t err;
     char errmsg[384];
@@ -354,6 +355,17 @@ static void req_unlink(ux_req_t *r)
     r->anext = r->aprev = NULL;
 }
 
+/* Registers [buf, buf + len) with every memory domain of the UCX context (mem_reg, slots). */
+static ucs_status_t map_range(ux_ctx_t *ctx, void *buf, size_t len, ucp_mem_h *mh)
+{
+    ucp_mem_map_params_t prm;
+    memset(&prm, 0, sizeof prm);
+    prm.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    prm.address = buf;
+    prm.length = len;
+    return ucp_mem_map(ctx->ucp, &prm, mh);
+}
+
 /* A receive slot for a chunk: an idle one of the endpoint's, or a new one, mapped with
  * ucp_mem_map (registered once for all the messages that will use it); NULL without memory. */
 static void *slot_get(ux_ep_t *ep, ucp_mem_h *mh)
@@ -366,13 +378,14 @@ static void *slot_get(ux_ep_t *ep, ucp_mem_h *mh)
     void *b = malloc(UX_CHUNK);
     *mh = NULL;
     if (!b) return NULL;
-    ucp_mem_map_params_t prm;
-    memset(&prm, 0, sizeof prm);
-    prm.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    prm.address = b;
-    prm.length = UX_CHUNK;
-    if (ucp_mem_map(ep->ctx->ucp, &prm, mh) != UCS_OK) *mh = NULL;   /* then UCX's own cache */
+    if (map_range(ep->ctx, b, UX_CHUNK, mh) != UCS_OK) *mh = NULL;   /* then UCX's own cache */
     return b;
+}
+
+static void slot_release(ux_ctx_t *ctx, void *b, ucp_mem_h mh)
+{
+    if (mh) (void)ucp_mem_unmap(ctx->ucp, mh);
+    free(b);
 }
 
 /* A slot UCX no longer uses: kept for the next message, or released. */
@@ -384,8 +397,7 @@ static void slot_put(ux_ep_t *ep, void *b, ucp_mem_h mh)
         ep->pool_mh[ep->npool++] = mh;
         return;
     }
-    if (mh) (void)ucp_mem_unmap(ep->ctx->ucp, mh);
-    free(b);
+    slot_release(ep->ctx, b, mh);
 }
 
 static void spares_put(ux_req_t *m)
@@ -737,7 +749,6 @@ static void req_post(ux_req_t *r)
                 k->parent = r;
                 k->chunk = i;
                 k->released = 0;   /* not freed inside req_start */
-                r->next_chunk = i + 1;
                 r->pending++;
                 req_start(k, (char *)r->buf + (size_t)i * UX_CHUNK, chunk_len(r->len, i),
                           ucp_dt_make_contig(1), payload_tag(c->ep->rank, r->seq, i),
@@ -1628,8 +1639,7 @@ static void ep_destroy(ux_ep_t *ep)
     }
     while (ep->npool > 0) {
         ep->npool--;
-        if (ep->pool_mh[ep->npool]) (void)ucp_mem_unmap(ep->ctx->ucp, ep->pool_mh[ep->npool]);
-        free(ep->pool[ep->npool]);
+        slot_release(ep->ctx, ep->pool[ep->npool], ep->pool_mh[ep->npool]);
     }
     while (ep->early) {
         ux_hello_t *h = ep->early;
@@ -1919,8 +1929,9 @@ static cohort_status_t post(ux_conn_t *c, int is_send, void *buf, size_t len, ui
     r->len = len;
     r->tag = tag;
     r->nbytes = is_send ? len : 0;
-    /* a registration helps only when it covers the whole buffer (UCX's rule for memh) */
-    if (mr && len && (uintptr_t)buf >= mr->base && len <= mr->len &&
+    /* a registration helps a send only when it covers the whole buffer (UCX's rule for memh);
+     * receives land in the plugin's slots */
+    if (is_send && mr && len && (uintptr_t)buf >= mr->base && len <= mr->len &&
         (uintptr_t)buf - mr->base <= mr->len - len)
         r->mr = mr;
     *reqp = r;
@@ -1947,7 +1958,8 @@ static cohort_status_t ux_irecv(cohort_tp_conn_t connv, void *buf, size_t len, u
 }
 
 /* Registers [buf, buf + len) with every memory domain of the UCX context (ucp_mem_map), for
- * isend/irecv of buffers inside it: their payloads skip UCX's per-message registration. */
+ * sends of buffers inside it: their chunks skip UCX's per-message registration lookup
+ * (receives land in the plugin's own registered slots). */
 static cohort_status_t ux_mem_reg(cohort_tp_ep_t epv, void *buf, size_t len, cohort_tp_mr_t *mrp)
 {
     ux_ep_t *ep = (ux_ep_t *)epv;
@@ -1958,12 +1970,7 @@ static cohort_status_t ux_mem_reg(cohort_tp_ep_t epv, void *buf, size_t len, coh
                                "a buffer and a non-zero length", len, buf);
     ux_mr_t *m = calloc(1, sizeof *m);
     if (!m) return ep->host->error(COHORT_ERR_NO_MEMORY, "ucx: no memory for a registration");
-    ucp_mem_map_params_t prm;
-    memset(&prm, 0, sizeof prm);
-    prm.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    prm.address = buf;
-    prm.length = len;
-    ucs_status_t s = ucp_mem_map(ep->ctx->ucp, &prm, &m->memh);
+    ucs_status_t s = map_range(ep->ctx, buf, len, &m->memh);
     if (s != UCS_OK) {
         free(m);
         return ep->host->error(s == UCS_ERR_NO_MEMORY ? COHORT_ERR_NO_MEMORY
