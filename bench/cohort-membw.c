@@ -6,20 +6,33 @@
  * (default: 1 and the number of online CPUs), measures
  *   copy   dst = src               (memcpy: what a copy-in/copy-out or CMA transfer costs)
  *   reduce dst[i] += src[i]        (float32: what a reduction step costs)
+ *   xcopy  dst = src, where src was just written by ANOTHER thread on another CPU (2+ threads;
+ *          thread t copies thread t+1's slice): what moving data between the ranks of one node
+ *          costs, the floor of any shared-memory collective whose inputs are in their owners'
+ *          caches. Threads are pinned to distinct CPUs; the write is not timed, the copy is.
  * as bytes moved per second (copy: 2 bytes per byte copied, read + write; reduce: 3) and as
- * "payload" GB/s (bytes of dst per second), best of several repetitions. Each thread works on its
- * own slice. Pages are touched before timing. */
+ * "payload" GB/s (bytes of dst per second, all threads together), best of several repetitions.
+ * Each thread works on its own slice. Pages are touched before timing. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+enum { K_COPY, K_REDUCE, K_XCOPY };
+static const char *kname[] = { "copy", "reduce", "xcopy" };
+
 typedef struct job {
     float *dst, *src;
-    size_t n;          /* floats in this thread's slice */
-    int reduce;
+    float *xsrc;       /* xcopy: the next thread's slice of src, which that thread writes */
+    size_t n;          /* floats in this thread's slice (xcopy: of the next thread's too) */
+    int kernel;
+    int cpu;           /* xcopy: pinned here; -1 not pinned */
     int reps;
     pthread_barrier_t *bar;
     double best;       /* seconds, best repetition (set by thread 0) */
@@ -36,10 +49,22 @@ static void *run(void *arg)
 {
     job_t *j = arg;
     double best = 1e30;
+    if (j->cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(j->cpu, &set);
+        pthread_setaffinity_np(pthread_self(), sizeof set, &set);   /* best effort */
+    }
     for (int r = 0; r < j->reps; r++) {
+        if (j->kernel == K_XCOPY) {   /* our slice dirty in our cache, then copy the next one's */
+            pthread_barrier_wait(j->bar);
+            memset(j->src, r & 0x3f, j->n * sizeof(float));
+        }
         pthread_barrier_wait(j->bar);
         double t0 = now();
-        if (j->reduce) {
+        if (j->kernel == K_XCOPY) {
+            memcpy(j->dst, j->xsrc, j->n * sizeof(float));
+        } else if (j->kernel == K_REDUCE) {
             float *restrict d = j->dst;
             const float *restrict s = j->src;
             for (size_t i = 0; i < j->n; i++) d[i] += s[i];
@@ -54,8 +79,20 @@ static void *run(void *arg)
     return NULL;
 }
 
-static double measure(float *dst, float *src, size_t bytes, int threads, int reduce, int reps)
+/* The CPUs this process may run on, in order; returns how many (at most max). */
+static int my_cpus(int *cpus, int max)
 {
+    cpu_set_t set;
+    int k = 0;
+    if (sched_getaffinity(0, sizeof set, &set)) return 0;
+    for (int c = 0; c < CPU_SETSIZE && k < max; c++)
+        if (CPU_ISSET(c, &set)) cpus[k++] = c;
+    return k;
+}
+
+static double measure(float *dst, float *src, size_t bytes, int threads, int kernel, int reps)
+{
+    int cpus[64], ncpu = kernel == K_XCOPY ? my_cpus(cpus, 64) : 0;
     pthread_t tid[64];
     job_t jobs[64];
     pthread_barrier_t bar;
@@ -63,7 +100,10 @@ static double measure(float *dst, float *src, size_t bytes, int threads, int red
     size_t n = bytes / sizeof(float), per = n / (size_t)threads;
     for (int t = 0; t < threads; t++) {
         size_t off = (size_t)t * per, len = t == threads - 1 ? n - off : per;
-        jobs[t] = (job_t){ dst + off, src + off, len, reduce, reps, &bar, 0 };
+        /* xcopy: equal slices, so that every thread copies a whole neighbour's slice */
+        size_t next = (size_t)((t + 1) % threads) * per;
+        jobs[t] = (job_t){ dst + off, src + off, src + next, kernel == K_XCOPY ? per : len, kernel,
+                           ncpu >= threads ? cpus[t] : -1, reps, &bar, 0 };
         pthread_create(&tid[t], NULL, run, &jobs[t]);
     }
     double worst = 0;
@@ -116,14 +156,17 @@ int main(int argc, char **argv)
     for (size_t bytes = only ? only : (size_t)1 << 20; bytes <= maxbytes; bytes *= 4) {
         for (int threads = 1; threads <= maxthreads; threads = threads == 1 && maxthreads > 1
                                                                   ? maxthreads : threads + maxthreads) {
-            for (int reduce = 0; reduce < 2; reduce++) {
-                double t1 = measure(dst, src, bytes, threads, reduce, 1);
+            for (int kernel = K_COPY; kernel <= K_XCOPY; kernel++) {
+                if (kernel == K_XCOPY && threads < 2) continue;
+                double t1 = measure(dst, src, bytes, threads, kernel, 1);
                 int reps = (int)(target / (t1 > 1e-6 ? t1 : 1e-6));
                 reps = reps < 3 ? 3 : reps > 1000 ? 1000 : reps;
-                double t = measure(dst, src, bytes, threads, reduce, reps);
-                double payload = (double)bytes / t / 1e9;
-                printf("  %12zu %7d %-6s %10.2f %10.2f\n", bytes, threads,
-                       reduce ? "reduce" : "copy", payload, payload * (reduce ? 3 : 2));
+                double t = measure(dst, src, bytes, threads, kernel, reps);
+                size_t moved = kernel == K_XCOPY ? bytes / (size_t)threads / sizeof(float) *
+                                                   sizeof(float) * (size_t)threads : bytes;
+                double payload = (double)moved / t / 1e9;
+                printf("  %12zu %7d %-6s %10.2f %10.2f\n", bytes, threads, kname[kernel], payload,
+                       payload * (kernel == K_REDUCE ? 3 : 2));
             }
             if (maxthreads == 1) break;
         }
