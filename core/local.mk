@@ -25,6 +25,7 @@ libcohort_la_SOURCES = \
 	core/jobctl.c core/jobctl.h \
 	core/p2p.c core/p2p.h \
 	core/api.c \
+	core/mem.c core/mem.h \
 	core/timeutil.h \
 	$(coll_sources) core/coll/transport.c
 libcohort_la_CFLAGS = $(AM_CFLAGS) -O3 $(VEC_CFLAGS) -pthread

@@ -4,6 +4,7 @@
 #include "core/hmac.h"
 #include "core/jobtopo.h"
 #include "core/log.h"
+#include "core/mem.h"
 #include "core/netif.h"
 #include "core/parse.h"
 #include "core/reduce.h"
@@ -106,6 +107,7 @@ static const cohort_host_v1_t host_table = {
     .reduce3 = cohort_reduce_local3,
     .reduce_finish = cohort_reduce_finish,
     .rdma_devices = host_rdma_devices,
+    .mem_shared = cohort_mem_shared,
 };
 
 const cohort_host_v1_t *cohort_plugin_host(void) { return &host_table; }

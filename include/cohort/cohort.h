@@ -128,6 +128,17 @@ cohort_status_t cohort_alltoall(cohort_comm_t *comm, const void *sendbuf, void *
                                 size_t count, cohort_dtype_t dtype);
 cohort_status_t cohort_barrier(cohort_comm_t *comm);
 
+/* Memory that the ranks of one node can read from each other (like NCCL's ncclMemAlloc or
+ * MPI_Alloc_mem). Any memory works with every call; this is only faster: when every rank's
+ * buffers of a collective come from here, the shared-memory transport's node collectives read
+ * the peers' buffers themselves instead of copying them through staging slots (about one copy
+ * per byte less). Zeroed, page-aligned, one file descriptor per block; needs no communicator
+ * and may be called from any thread. A peer keeps a freed block mapped (its pages in use) until
+ * it needs the room or its communicator is destroyed. */
+cohort_status_t cohort_mem_alloc(size_t size, void **ptr);
+/* Frees a block from cohort_mem_alloc (ptr as returned); NULL does nothing. */
+cohort_status_t cohort_mem_free(void *ptr);
+
 /* Name of the algorithm the last collective on comm used (for benchmarks and logs): "none" before
  * any, and for a handle that is not a live communicator (then cohort_last_error() says why). */
 const char *cohort_comm_last_algo(const cohort_comm_t *comm);

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define COHORT_PLUGIN_ABI_MAJOR 1
-#define COHORT_PLUGIN_ABI_MINOR 2
+#define COHORT_PLUGIN_ABI_MINOR 3
 #define COHORT_PLUGIN_ABI_VERSION ((uint32_t)((COHORT_PLUGIN_ABI_MAJOR << 16) | COHORT_PLUGIN_ABI_MINOR))
 #define COHORT_PLUGIN_SYMBOL "cohort_transport_v1"
 #define COHORT_ADDR_MAX 512   /* largest endpoint address blob a plugin may publish */
@@ -95,6 +95,14 @@ typedef struct cohort_host_v1 {
      * valid until the same thread calls again; *count is 0 when the topology knows none (or is
      * unavailable): keep the device list's own order then. */
     cohort_status_t (*rdma_devices)(const char *const **names, int *count);
+
+    /* ---- ABI 1.3 (check size before use) ---- */
+    /* Memory from cohort_mem_alloc, which the ranks of one node may map: 1 if [ptr, ptr + len)
+     * lies inside one such block of this process; then *fd is the block's memfd here (open
+     * until the block is freed; a peer opens it as /proc/<pid>/fd/<fd>), *id numbers the block
+     * in this process (the memfd is named "cohort-mem-<pid>-<id>": check it before mapping) and
+     * *offset is ptr's offset in the block. 0 otherwise, logging nothing. */
+    int (*mem_shared)(const void *ptr, size_t len, int *fd, uint64_t *id, uint64_t *offset);
 } cohort_host_v1_t;
 
 /* Transport scope. */

@@ -22,9 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cohort/cohort.h"
 #include "core/comm.h"
+#include "core/plugin_loader.h"
 #include "tests/unit/expect.h"
 
 #define EXPECT_ERR(call, ...) EXPECT_STATUS(call, COHORT_ERR_INVALID_ARG, __VA_ARGS__)
@@ -457,6 +460,70 @@ START_TEST(split_one_rank)
 }
 END_TEST
 
+/* cohort_mem_alloc / cohort_mem_free, and the host table's mem_shared that plugins see. */
+START_TEST(mem_alloc)
+{
+    void *p = (void *)&p;
+    EXPECT_STATUS(cohort_mem_alloc(0, &p), COHORT_ERR_INVALID_ARG, "cohort_mem_alloc",
+                  "size 0");
+    ck_assert_ptr_null(p);
+    EXPECT_STATUS(cohort_mem_alloc(16, NULL), COHORT_ERR_INVALID_ARG, "ptr is NULL");
+    EXPECT_STATUS(cohort_mem_alloc(SIZE_MAX, &p), COHORT_ERR_INVALID_ARG, "is not in");
+    EXPECT_OK(cohort_mem_free(NULL));
+
+    const cohort_host_v1_t *h = cohort_plugin_host();
+    ck_assert(COHORT_HAS_FIELD(h, cohort_host_v1_t, mem_shared) && h->mem_shared);
+    int fd = -1, fd2 = -1;
+    uint64_t id = 0, id2 = 0, off = 0;
+    ck_assert_int_eq(h->mem_shared(&fd, 4, &fd, &id, &off), 0);   /* nothing allocated yet */
+
+    unsigned char *a = NULL, *b = NULL;
+    EXPECT_OK(cohort_mem_alloc(10000, (void **)&a));
+    EXPECT_OK(cohort_mem_alloc(1, (void **)&b));
+    ck_assert_ptr_nonnull(a);
+    ck_assert_uint_eq((uintptr_t)a % 4096, 0);
+    for (size_t i = 0; i < 10000; i++) ck_assert_uint_eq(a[i], 0);   /* zeroed */
+    memset(a, 0x5a, 10000);
+    b[0] = 7;
+
+    /* a range inside a block: its memfd, named for this process and the block's id */
+    ck_assert_int_eq(h->mem_shared(a + 100, 50, &fd, &id, &off), 1);
+    ck_assert_uint_eq(off, 100);
+    ck_assert_int_ge(fd, 0);
+    char path[64], link[128], want[128];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(path, link, sizeof link - 1);
+    ck_assert_int_gt(n, 0);
+    link[n] = 0;
+    snprintf(want, sizeof want, "/memfd:cohort-mem-%d-%llu (deleted)", (int)getpid(),
+             (unsigned long long)id);
+    ck_assert_str_eq(link, want);
+    ck_assert_int_eq(h->mem_shared(b, 1, &fd2, &id2, &off), 1);
+    ck_assert_int_ne(fd2, fd);
+    ck_assert_uint_ne(id2, id);
+    /* the whole mapped length (whole pages) counts; past it, or elsewhere, does not */
+    ck_assert_int_eq(h->mem_shared(a, 12288, &fd, &id, &off), 1);
+    ck_assert_int_eq(h->mem_shared(a + 12280, 16, &fd, &id, &off), 0);
+    ck_assert_int_eq(h->mem_shared(&p, sizeof p, &fd, &id, &off), 0);
+    ck_assert_int_eq(h->mem_shared(NULL, 1, &fd, &id, &off), 0);
+
+    /* a forked child inherits the mapping but may not hand it out under its own pid */
+    pid_t child = fork();
+    if (child == 0) _exit(h->mem_shared(a, 1, &fd, &id, &off) == 0 && a[9999] == 0x5a ? 0 : 1);
+    int status = -1;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+    EXPECT_STATUS(cohort_mem_free(a + 1), COHORT_ERR_INVALID_ARG, "cohort_mem_free",
+                  "is not the start of a block");
+    EXPECT_OK(cohort_mem_free(a));
+    EXPECT_STATUS(cohort_mem_free(a), COHORT_ERR_INVALID_ARG, "freed twice");
+    ck_assert_int_eq(h->mem_shared(a, 1, &fd, &id, &off), 0);
+    ck_assert_int_eq(h->mem_shared(b, 1, &fd, &id, &off), 1);
+    EXPECT_OK(cohort_mem_free(b));
+}
+END_TEST
+
 START_TEST(misc_functions)
 {
     const int statuses[] = { COHORT_SUCCESS, COHORT_IN_PROGRESS, COHORT_ERR_INVALID_ARG,
@@ -508,6 +575,7 @@ static const bad_setting_t BAD_SETTINGS[] = {
     { "COHORT_SHM_SEGMENT_SIZE", "1k", "'1k'" },
     { "COHORT_SHM_EAGER_LIMIT", "-1", "'-1'" },
     { "COHORT_SHM_CMA", "7", "'7'" },
+    { "COHORT_SHM_MAP", "2", "'2'" },
     { "COHORT_SHM_COLL_CHUNK", "12", "=12" },
     { "COHORT_SOCKET_IFNAME", "=nosuchif0", "'=nosuchif0' matches no interface" },
     { "COHORT_SOCKET_IFNAME", "eth0,,lo", "empty entry" },
@@ -848,6 +916,7 @@ static Suite *api_suite(void)
     tcase_add_test(h, garbage_comm);
     tcase_add_test(h, null_out_pointers);
     tcase_add_test(h, misc_functions);
+    tcase_add_test(h, mem_alloc);
     suite_add_tcase(s, h);
 
     TCase *init = tcase_create("init");
