@@ -111,11 +111,12 @@ typedef struct {
     const char *svg, *from, *labels, *title;
     int ylog;
     int same_buffer;              /* --same-buffer: every call at the start of the buffers */
+    int cohort_mem;               /* --mem cohort: buffers from cohort_mem_alloc */
 } opts_t;
 
 enum {
     OPT_CHECK = 256, OPT_TRANSPORT, OPT_ALGO, OPT_JSON, OPT_CSV, OPT_LABEL, OPT_SVG, OPT_FROM,
-    OPT_LABELS, OPT_TITLE, OPT_YLOG, OPT_SAME
+    OPT_LABELS, OPT_TITLE, OPT_YLOG, OPT_SAME, OPT_MEM
 };
 
 static void usage(FILE *f, const char *prog)
@@ -145,6 +146,8 @@ static void usage(FILE *f, const char *prog)
         "      --result-label L     also print RESULT,L,... lines (../shared/tools/peers format)\n"
         "      --same-buffer        every call uses the start of the buffers (cache-warm, as the\n"
         "                           peers' MPI driver) instead of moving through them\n"
+        "      --mem KIND           malloc (default) or cohort: buffers from cohort_mem_alloc,\n"
+        "                           which node collectives over shm read in place\n"
         "      --svg FILE --from J1,J2,...  [--labels L1,L2,...] [--title T] [--ylog]\n"
         "                           no communication: plot busbw against size from JSON files\n"
         "                           of earlier runs, one polyline per file, as a standalone SVG\n"
@@ -223,6 +226,7 @@ static int parse_options(int argc, char **argv, opts_t *o)
         { "title", required_argument, 0, OPT_TITLE },
         { "ylog", no_argument, 0, OPT_YLOG },
         { "same-buffer", no_argument, 0, OPT_SAME },
+        { "mem", required_argument, 0, OPT_MEM },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -381,6 +385,15 @@ static int parse_options(int argc, char **argv, opts_t *o)
         case OPT_CSV: o->csv = optarg; break;
         case OPT_LABEL: o->label = optarg; break;
         case OPT_SAME: o->same_buffer = 1; break;
+        case OPT_MEM:
+            if (!strcmp(optarg, "cohort") || !strcmp(optarg, "malloc")) {
+                o->cohort_mem = !strcmp(optarg, "cohort");
+            } else {
+                fprintf(stderr, "cohort-bench: unknown memory '%s' (--mem): use malloc or cohort\n",
+                        optarg);
+                return 2;
+            }
+            break;
         case OPT_SVG: o->svg = optarg; break;
         case OPT_FROM: o->from = optarg; break;
         case OPT_LABELS: o->labels = optarg; break;
@@ -1379,7 +1392,19 @@ int main(int argc, char **argv)
         if (b.alloc == 0)
             b.alloc = 64;
         void *s = NULL, *r = NULL;
-        int e1 = posix_memalign(&s, 64, b.alloc), e2 = posix_memalign(&r, 64, b.alloc);
+        if (b.o.cohort_mem) {
+            cohort_status_t s1 = cohort_mem_alloc(b.alloc, &s);
+            cohort_status_t s2 = s1 ? s1 : cohort_mem_alloc(b.alloc, &r);
+            if (s1 || s2) {
+                fprintf(stderr, "cohort-bench: rank %d: %s\n", b.rank, cohort_last_error());
+                cohort_mem_free(s);
+                cohort_comm_abort(b.comm);
+                cohort_comm_destroy(b.comm);
+                return 1;
+            }
+        }
+        int e1 = b.o.cohort_mem ? 0 : posix_memalign(&s, 64, b.alloc);
+        int e2 = b.o.cohort_mem ? 0 : posix_memalign(&r, 64, b.alloc);
         if (e1 || e2) {
             fprintf(stderr, "cohort-bench: rank %d: cannot allocate 2 x %zu bytes (-e): %s\n",
                     b.rank, b.alloc, strerror(e1 ? e1 : e2));
@@ -1449,8 +1474,13 @@ int main(int argc, char **argv)
             rc = 1;
     }
     free(b.res);
-    free(b.sendbuf);
-    free(b.recvbuf);
+    if (b.o.cohort_mem) {
+        cohort_mem_free(b.sendbuf);
+        cohort_mem_free(b.recvbuf);
+    } else {
+        free(b.sendbuf);
+        free(b.recvbuf);
+    }
     st = cohort_comm_destroy(b.comm);
     if (st != COHORT_SUCCESS && !b.failed) {
         fprintf(stderr, "cohort-bench: rank %d: cohort_comm_destroy failed: %s: %s\n", b.rank,

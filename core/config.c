@@ -41,6 +41,9 @@ static const cohort_setting_t settings[] = {
     { "COHORT_SHM_CMA", "1",
       "shm: 1 uses process_vm_readv for large messages when permitted; 0 copies through shared "
       "memory", NUM(0, 1) },
+    { "COHORT_SHM_MAP", "1",
+      "shm: 1 lets node collectives read buffers from cohort_mem_alloc in place (every rank's "
+      "must come from there); 0 copies them through staging like any memory", NUM(0, 1) },
     { "COHORT_SHM_COLL_CHUNK", "262144",
       "shm: bytes per round of the node collectives (rank 0's value is used), 4 KiB to 64 MiB; "
       "0: no node collectives (point-to-point algorithms instead)", SPECIAL },

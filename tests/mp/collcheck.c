@@ -1,8 +1,11 @@
 /* Multi-process correctness test, run as ranks under cohortrun:
- *   cohortrun -np N tests/mp/collcheck [--big]
+ *   cohortrun -np N tests/mp/collcheck [--big] [--mem cohort|mixed]
  * Every collective x dtype x op x in/out-of-place at sizes 0, 1, odd, around the pipeline chunk,
  * and (with --big) several MiB, compared element by element with a reference computed locally
- * from the same deterministic inputs. Also split, OOB init, count mismatch and bad arguments.
+ * from the same deterministic inputs. --mem cohort: every buffer from cohort_mem_alloc (the shm
+ * node collectives then read them in place); mixed: on even ranks only. --nodump: the rank is
+ * not dumpable, so that ranks of another user than root can neither map its memory nor read it
+ * by CMA (the fallbacks). Also split, OOB init, count mismatch and bad arguments.
  * Prints one summary line per rank and "N passed, N failed" on rank 0; exits 1 on any failure. */
 #include <cohort/cohort.h>
 
@@ -13,9 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 static int rank, nranks;
 static long passed, failed;
+static int cohort_mem;   /* --mem: buffers from cohort_mem_alloc on this rank */
 
 #define CHECK(cond, ...)                                                                     \
     do {                                                                                     \
@@ -29,6 +34,29 @@ static long passed, failed;
             }                                                                                \
         }                                                                                    \
     } while (0)
+
+/* Buffers of the collectives: malloc, or cohort_mem_alloc with --mem. */
+static void *xalloc(size_t n)
+{
+    void *p = NULL;
+    if (!cohort_mem) return malloc(n);
+    cohort_status_t st = cohort_mem_alloc(n, &p);
+    if (st) {
+        fprintf(stderr, "[rank %d] cohort_mem_alloc(%zu): %s\n", rank, n, cohort_last_error());
+        exit(1);
+    }
+    return p;
+}
+
+static void xfree(void *p)
+{
+    if (!cohort_mem) {
+        free(p);
+        return;
+    }
+    cohort_status_t st = cohort_mem_free(p);
+    CHECK(st == COHORT_SUCCESS, "cohort_mem_free: %s", cohort_last_error());
+}
 
 /* ---- element access (independent of the library's own conversions) ---- */
 
@@ -173,7 +201,7 @@ static void check_vs_ref(const char *what, const void *buf, size_t count, cohort
 static void do_allreduce(size_t count, cohort_dtype_t t, cohort_op_t op, int inplace)
 {
     size_t es = cohort_dtype_size(t);
-    char *s = malloc(count * es + 8), *r = malloc(count * es + 8), *keep = malloc(count * es + 8);
+    char *s = xalloc(count * es + 8), *r = xalloc(count * es + 8), *keep = xalloc(count * es + 8);
     for (size_t i = 0; i < count; i++) put(s, i, t, input(rank, i, t, op, 1));
     memcpy(keep, s, count * es);
     if (inplace) memcpy(r, s, count * es);
@@ -182,15 +210,15 @@ static void do_allreduce(size_t count, cohort_dtype_t t, cohort_op_t op, int inp
           cohort_strerror(st), cohort_last_error());
     if (!st) check_vs_ref("allreduce", r, count, t, op, 1, 0, inplace);
     if (!inplace) CHECK(!memcmp(s, keep, count * es), "allreduce modified sendbuf");
-    free(s);
-    free(r);
-    free(keep);
+    xfree(s);
+    xfree(r);
+    xfree(keep);
 }
 
 static void do_reduce(size_t count, cohort_dtype_t t, cohort_op_t op, int inplace, int root)
 {
     size_t es = cohort_dtype_size(t);
-    char *s = malloc(count * es + 8), *r = malloc(count * es + 8);
+    char *s = xalloc(count * es + 8), *r = xalloc(count * es + 8);
     for (size_t i = 0; i < count; i++) put(s, i, t, input(rank, i, t, op, 2));
     if (inplace) memcpy(r, s, count * es);
     cohort_status_t st = cohort_reduce(comm, inplace ? r : s, rank == root ? r : NULL, count, t,
@@ -198,22 +226,22 @@ static void do_reduce(size_t count, cohort_dtype_t t, cohort_op_t op, int inplac
     CHECK(st == COHORT_SUCCESS, "reduce count %zu %s %s root %d: %s: %s", count, dn(t), on(op),
           root, cohort_strerror(st), cohort_last_error());
     if (!st && rank == root) check_vs_ref("reduce", r, count, t, op, 2, 0, inplace);
-    free(s);
-    free(r);
+    xfree(s);
+    xfree(r);
 }
 
 static void do_reduce_scatter(size_t count, cohort_dtype_t t, cohort_op_t op, int inplace)
 {
     size_t es = cohort_dtype_size(t), total = count * (size_t)nranks;
-    char *s = malloc(total * es + 8), *r = malloc(count * es + 8);
+    char *s = xalloc(total * es + 8), *r = xalloc(count * es + 8);
     for (size_t i = 0; i < total; i++) put(s, i, t, input(rank, i, t, op, 3));
     void *out = inplace ? s + (size_t)rank * count * es : r;
     cohort_status_t st = cohort_reduce_scatter(comm, s, out, count, t, op);
     CHECK(st == COHORT_SUCCESS, "reduce_scatter count %zu %s %s: %s: %s", count, dn(t), on(op),
           cohort_strerror(st), cohort_last_error());
     if (!st) check_vs_ref("reduce_scatter", out, count, t, op, 3, rank * (int)count, inplace);
-    free(s);
-    free(r);
+    xfree(s);
+    xfree(r);
 }
 
 static void check_blocks(const char *what, const char *buf, size_t count, cohort_dtype_t t,
@@ -235,7 +263,7 @@ static size_t idx_a2a(int b, size_t i) { (void)b; return (size_t)rank * 1000003u
 static void do_allgather(size_t count, cohort_dtype_t t, int inplace)
 {
     size_t es = cohort_dtype_size(t);
-    char *s = malloc(count * es + 8), *r = malloc(count * es * (size_t)nranks + 8);
+    char *s = xalloc(count * es + 8), *r = xalloc(count * es * (size_t)nranks + 8);
     for (size_t i = 0; i < count; i++) put(s, i, t, input(rank, i, t, COHORT_SUM, 4));
     if (inplace) memcpy(r + (size_t)rank * count * es, s, count * es);
     cohort_status_t st = cohort_allgather(comm, inplace ? r + (size_t)rank * count * es : s, r,
@@ -243,14 +271,14 @@ static void do_allgather(size_t count, cohort_dtype_t t, int inplace)
     CHECK(st == COHORT_SUCCESS, "allgather count %zu %s: %s: %s", count, dn(t),
           cohort_strerror(st), cohort_last_error());
     if (!st) check_blocks("allgather", r, count, t, src_self, idx_plain, 4);
-    free(s);
-    free(r);
+    xfree(s);
+    xfree(r);
 }
 
 static void do_alltoall(size_t count, cohort_dtype_t t, int inplace)
 {
     size_t es = cohort_dtype_size(t), total = count * (size_t)nranks;
-    char *s = malloc(total * es + 8), *r = malloc(total * es + 8);
+    char *s = xalloc(total * es + 8), *r = xalloc(total * es + 8);
     /* block b of rank q's sendbuf holds input(q, b*1000003 + i) */
     for (int b = 0; b < nranks; b++)
         for (size_t i = 0; i < count; i++)
@@ -261,14 +289,14 @@ static void do_alltoall(size_t count, cohort_dtype_t t, int inplace)
           cohort_strerror(st), cohort_last_error());
     /* block b of my recvbuf came from rank b: input(b, rank*1000003 + i) */
     if (!st) check_blocks("alltoall", r, count, t, src_self, idx_a2a, 5);
-    free(s);
-    free(r);
+    xfree(s);
+    xfree(r);
 }
 
 static void do_broadcast(size_t count, cohort_dtype_t t, int root)
 {
     size_t es = cohort_dtype_size(t);
-    char *b = malloc(count * es + 8);
+    char *b = xalloc(count * es + 8);
     for (size_t i = 0; i < count; i++)
         put(b, i, t, rank == root ? input(root, i, t, COHORT_SUM, 6) : 0);
     cohort_status_t st = cohort_broadcast(comm, b, count, t, root);
@@ -278,7 +306,7 @@ static void do_broadcast(size_t count, cohort_dtype_t t, int root)
     for (size_t i = 0; !st && i < count; i++)
         bad += get(b, i, t) != input(root, i, t, COHORT_SUM, 6);
     CHECK(bad == 0, "broadcast count %zu %s root %d: %zu wrong", count, dn(t), root, bad);
-    free(b);
+    xfree(b);
 }
 
 /* ---- other behaviour ---- */
@@ -423,7 +451,22 @@ static void test_bad_args(void)
 
 int main(int argc, char **argv)
 {
-    int big = argc > 1 && !strcmp(argv[1], "--big");
+    int big = 0;
+    const char *mem = "malloc";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--big")) {
+            big = 1;
+        } else if (!strcmp(argv[i], "--nodump")) {
+            /* peers (not root) can then neither open our /proc/<pid>/fd nor read us by CMA */
+            prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        } else if (!strcmp(argv[i], "--mem") && i + 1 < argc &&
+                   (!strcmp(argv[i + 1], "cohort") || !strcmp(argv[i + 1], "mixed"))) {
+            mem = argv[++i];
+        } else {
+            fprintf(stderr, "usage: collcheck [--big] [--mem cohort|mixed] [--nodump]\n");
+            return 2;
+        }
+    }
     cohort_status_t st = cohort_comm_init(&comm);
     if (st) {
         fprintf(stderr, "cohort_comm_init failed: %s: %s\n", cohort_strerror(st),
@@ -432,6 +475,7 @@ int main(int argc, char **argv)
     }
     rank = cohort_comm_rank(comm);
     nranks = cohort_comm_size(comm);
+    cohort_mem = !strcmp(mem, "cohort") || (!strcmp(mem, "mixed") && rank % 2 == 0);
 
     const cohort_dtype_t dtypes[] = { COHORT_INT8, COHORT_UINT8, COHORT_INT32, COHORT_UINT32,
                                       COHORT_INT64, COHORT_UINT64, COHORT_FLOAT16,

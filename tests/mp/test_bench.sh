@@ -1,6 +1,6 @@
 #!/bin/sh
 # cohort-bench end to end: every collective, every dtype and op, checked results (#wrong must be
-# 0 and the exit status 0), plus JSON output and the SVG mode.
+# 0 and the exit status 0), also on cohort_mem_alloc buffers, plus JSON output and the SVG mode.
 . "$top_srcdir/tests/mp/lib.sh"
 BENCH="$top_builddir/bench/cohort-bench"
 tmp=$(mktemp -d)
@@ -11,6 +11,13 @@ for coll in allreduce broadcast reduce allgather reduce_scatter alltoall barrier
 done
 run_case "bench np=2 allreduce 8 B..2 MiB with JSON" \
     "$COHORTRUN" -np 2 "$BENCH" -c allreduce -b 8 -e 2M -f 8 -n 3 -w 1 --json "$tmp/a.json"
+for coll in allreduce broadcast allgather reduce_scatter alltoall; do
+    run_case "bench np=3 $coll on cohort_mem_alloc buffers (--mem cohort), checked" \
+        "$COHORTRUN" -np 3 "$BENCH" -c "$coll" -b 8 -e 4M -f 16 -d float32 -o sum -n 2 -w 1 --mem cohort
+done
+run_case "bench --mem with an unknown kind is refused (exit 2)" sh -c '
+    "$0" --mem huge >"$1/mem.out" 2>&1; [ $? = 2 ] && grep -q "unknown memory .huge." "$1/mem.out"' \
+    "$BENCH" "$tmp"
 run_case "bench JSON has every size" grep -q "\"bytes\": *2097152" "$tmp/a.json"
 run_case "bench SVG from JSON" "$BENCH" --svg "$tmp/a.svg" --from "$tmp/a.json"
 run_case "bench SVG is an SVG" grep -q '<svg' "$tmp/a.svg"

@@ -1,7 +1,9 @@
 #!/bin/sh
 # The shared-memory transport end to end: chosen by default for same-node ranks, every collective
 # over its node collectives (default, tiny rounds, np 1-8) and over its point-to-point path (with
-# and without CMA, tiny segments), oversubscribed np 8, two jobs at once,
+# and without CMA, tiny segments), oversubscribed np 8, buffers from cohort_mem_alloc read in
+# place (and the fallbacks when not every rank's are, or ranks may not map each other), two jobs
+# at once,
 # no segment left in /dev/shm after normal runs or after a peer is killed with SIGKILL, and the
 # survivors of that kill fail promptly naming the dead rank.
 . "$top_srcdir/tests/mp/lib.sh"
@@ -58,6 +60,40 @@ for np in 2 3 5; do
 done
 run_case "node collectives without CMA (broadcast/allgather staged too), np=3" \
     env COHORT_SHM_CMA=0 "$COHORTRUN" -np 3 "$CC" --big
+# Buffers from cohort_mem_alloc: the node collectives read them in place (mapped mode), and fall
+# back to staging, saying why, when not every rank's are (or a rank may not map its peers).
+for np in 2 3 4 8; do
+    big=--big; [ $np = 8 ] && big=
+    run_case "node collectives read cohort_mem_alloc buffers in place, np=$np" sh -c '
+        COHORT_DEBUG=INFO "$0" -np $2 "$1" $4 --mem cohort >"$3/map$2" 2>&1 ||
+            { grep -E "FAIL|ERR|collcheck" "$3/map$2" | head -20; exit 1; }
+        grep -q "read the ranks. cohort_mem_alloc buffers in place" "$3/map$2"' \
+        "$COHORTRUN" "$CC" $np "$tmp" $big
+done
+run_case "cohort_mem_alloc on even ranks only: staged (the step restarts), logged, np=5, 4 KiB rounds" sh -c '
+    COHORT_DEBUG=INFO COHORT_SHM_COLL_CHUNK=4096 "$0" -np 5 "$1" --big --mem mixed >"$2/mixed" 2>&1 ||
+        { grep -E "FAIL|ERR|collcheck" "$2/mixed" | head -20; exit 1; }
+    grep -q "copies through staging although some ranks. buffers come from cohort_mem_alloc: rank 1.s do not" "$2/mixed"' \
+    "$COHORTRUN" "$CC" "$tmp"
+run_case "COHORT_SHM_MAP=0 on rank 1 only: the others cannot map it, all stage, np=3" sh -c '
+    COHORT_DEBUG=INFO "$0" -np 3 sh -c "COHORT_SHM_MAP=\$((COHORT_RANK == 1 ? 0 : 1)) exec \"\$0\" --big --mem cohort" "$1" >"$2/map0" 2>&1 ||
+        { grep -E "FAIL|ERR|collcheck" "$2/map0" | head -20; exit 1; }
+    [ "$(grep -c "cannot map the memory of rank 1 .*COHORT_SHM_MAP=0 there" "$2/map0")" = 2 ] &&
+        ! grep -q "buffers in place" "$2/map0"' \
+    "$COHORTRUN" "$CC" "$tmp"
+# Ranks of an ordinary user that are not dumpable cannot open each other's /proc/<pid>/fd (nor
+# read each other by CMA): every rank says so once and the collectives stage (needs root to
+# become nobody).
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
+    run_case "ranks that cannot map each other: staged, and the log says why, np=3" sh -c '
+        setpriv --reuid=nobody --regid=nogroup --clear-groups env COHORT_DEBUG=INFO \
+            "$0" -np 3 "$1" --big --mem cohort --nodump >"$2/nomap" 2>&1 ||
+            { grep -E "FAIL|ERR|collcheck" "$2/nomap" | head -20; exit 1; }
+        [ "$(grep -c "cannot map the memory of rank" "$2/nomap")" = 3 ] && ! grep -q "buffers in place" "$2/nomap"' \
+        "$COHORTRUN" "$CC" "$tmp"
+else
+    ok "# SKIP ranks that cannot map each other: needs root and setpriv"
+fi
 run_case "COHORT_SHM_COLL_CHUNK=12 is refused naming the variable" sh -c '
     ! COHORT_SHM_COLL_CHUNK=12 "$0" -np 2 "$1" >"$2/badchunk" 2>&1 &&
     grep -q "COHORT_SHM_COLL_CHUNK=12 is out of range" "$2/badchunk"' "$COHORTRUN" "$CC" "$tmp"

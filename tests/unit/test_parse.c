@@ -665,6 +665,7 @@ START_TEST(config_numbers)
         { "COHORT_TIMEOUT", "nan", 0 }, { "COHORT_TIMEOUT", "-1", 0 },
         { "COHORT_SOCKET_NSOCKS", "16", 1 }, { "COHORT_SOCKET_NSOCKS", "17", 0 },
         { "COHORT_SHM_CMA", "0", 1 }, { "COHORT_SHM_CMA", "2", 0 },
+        { "COHORT_SHM_MAP", "0", 1 }, { "COHORT_SHM_MAP", "-1", 0 },
         { "COHORT_SHM_COLL_CHUNK", "0", 1 }, { "COHORT_SHM_COLL_CHUNK", "4096", 1 },
         { "COHORT_SHM_COLL_CHUNK", "4095", 0 }, { "COHORT_SHM_COLL_CHUNK", "67108865", 0 },
         { "COHORT_SHM_EAGER_LIMIT", "0", 1 }, { "COHORT_SHM_EAGER_LIMIT", "-1", 0 },

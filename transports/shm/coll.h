@@ -27,6 +27,8 @@ typedef struct shm_coll_hooks {
     /* Single copy from a peer's memory (process_vm_readv): 0 or -errno. Used only when cma. */
     int (*read)(void *ep, int peer, void *dst, uint64_t addr, size_t len);
     int cma;                     /* 1: read() works towards every peer */
+    int map;                     /* 1: may read the peers' cohort_mem_alloc blocks in place
+                                    (COHORT_SHM_MAP; mapped mode, see coll.c) */
 } shm_coll_hooks_t;
 
 typedef struct shm_coll shm_coll_t;

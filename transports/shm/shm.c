@@ -283,6 +283,7 @@ typedef struct shm_ep {
     uint64_t ncells;
     size_t eager;
     int cma_allowed;                 /* COHORT_SHM_CMA != 0 and CMA works in this process */
+    int map_allowed;                 /* COHORT_SHM_MAP != 0 */
     /* our own segment (created at the first accept) */
     int segfd;
     int linked;
@@ -1361,6 +1362,8 @@ static cohort_status_t shm_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
         return host->error(COHORT_ERR_INVALID_ARG, "COHORT_SHM_EAGER_LIMIT=%ld is out of range: "
                            "0 to 1073741824 bytes", eager);
     if ((st = host->setting_long("COHORT_SHM_CMA", &cma))) return st;
+    long map = 1;
+    if ((st = host->setting_long("COHORT_SHM_MAP", &map))) return st;
     long coll_chunk = SHM_COLL_DEFAULT_ROUND;
     if ((st = host->setting_long("COHORT_SHM_COLL_CHUNK", &coll_chunk))) return st;
     if (coll_chunk != 0 && (coll_chunk < 4096 || coll_chunk > SHM_COLL_MAX_ROUND))
@@ -1382,6 +1385,7 @@ static cohort_status_t shm_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
     ep->ncells = (ep->slot_size - 3 * SHM_PAGE) / 2 / SHM_CELL_SIZE;
     ep->eager = (size_t)eager;
     ep->cma_allowed = cma != 0 && ctx->cma_self;
+    ep->map_allowed = map != 0;
     ep->segfd = -1;
     if (coll_chunk && have_reduce)
         ep->coll_round = shm_coll_round(info->nranks, (size_t)coll_chunk);
@@ -1789,7 +1793,7 @@ static int coll_ready(shm_ep_t *ep)
     int cma = ep->cma_allowed;
     for (int r = 0; r < ep->nranks; r++)
         if (r != ep->rank && !by[r]->rx_cma) cma = 0;
-    shm_coll_hooks_t hooks = { ep, coll_peer_check, coll_wake, coll_read, cma };
+    shm_coll_hooks_t hooks = { ep, coll_peer_check, coll_wake, coll_read, cma, ep->map_allowed };
     ep->coll = shm_coll_new(area, ep->rank, ep->nranks, ep->host, &hooks);
     if (!ep->coll) {
         free(by);
