@@ -15,8 +15,14 @@
  * endpoint's progress() every PROGRESS_EVERY polls, and after COHORT_SPIN fruitless polls
  * sleeps in poll() on the endpoints' event fds. When the node is oversubscribed every fruitless
  * poll also yields the core: a spinning rank would otherwise burn the time slice that the peer
- * it waits for needs (~4 ms here, against ~1 us for a yield). */
+ * it waits for needs (~4 ms here, against ~1 us for a yield). Otherwise it still yields every
+ * YIELD_EVERY fruitless polls: the scheduler may put two ranks on one CPU for a while although
+ * there are enough (another process on the other one, or the host taking it away), and then a
+ * pure spin costs each step the whole COHORT_SPIN_US (500 us per 8-byte allreduce at np 2, two
+ * ranks moved onto one CPU after their start, against 1.8 us with these yields); alone on its
+ * CPU a yield returns at once (~0.3 us). */
 #define PROGRESS_EVERY 8
+#define YIELD_EVERY 32
 #define SLEEP_POLL_MS 2
 
 static cohort_status_t check_peer(cohort_comm_t *comm, int peer, const char *what)
@@ -191,7 +197,7 @@ cohort_status_t cohort_p2p_pace(cohort_comm_t *comm, cohort_pace_t *p, int progr
     } else if (++p->spins >= comm->spin && spin_done(comm, &p->spin_until)) {
         p->armed = 1;
         return cohort_p2p_progress(comm);   /* before sleeping: progress, test */
-    } else if (comm->oversubscribed) {
+    } else if (comm->oversubscribed || p->spins % YIELD_EVERY == 0) {
         sched_yield();
     }
     if (periodic && p->spins % PROGRESS_EVERY == 0) return cohort_p2p_progress(comm);

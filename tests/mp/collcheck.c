@@ -5,12 +5,18 @@
  * from the same deterministic inputs. --mem cohort: every buffer from cohort_mem_alloc (the shm
  * node collectives then read them in place); mixed: on even ranks only. --nodump: the rank is
  * not dumpable, so that ranks of another user than root can neither map its memory nor read it
- * by CMA (the fallbacks). Also split, OOB init, count mismatch and bad arguments.
+ * by CMA (the fallbacks). --colocate: after creation every rank moves onto one CPU (cohort saw
+ * enough CPUs, so its waits do not know that they share one) and runs 100000 tiny allreduces,
+ * which must take less than 20 s (a pure spin would cost each one COHORT_SPIN_US). Also split, OOB init, count mismatch and bad arguments.
  * Prints one summary line per rank and "N passed, N failed" on rank 0; exits 1 on any failure. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE   /* sched_setaffinity */
+#endif
 #include <cohort/cohort.h>
 
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <time.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -311,6 +317,34 @@ static void do_broadcast(size_t count, cohort_dtype_t t, int root)
 
 /* ---- other behaviour ---- */
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void test_colocated(void)
+{
+    cpu_set_t set;
+    CHECK(sched_getaffinity(0, sizeof set, &set) == 0, "sched_getaffinity");
+    int first = 0;
+    while (first < CPU_SETSIZE && !CPU_ISSET(first, &set)) first++;
+    CPU_ZERO(&set);
+    CPU_SET(first, &set);
+    CHECK(sched_setaffinity(0, sizeof set, &set) == 0, "sched_setaffinity to CPU %d", first);
+    int one = 1, sum = 0, n = 100000;
+    double t0 = now_s();
+    cohort_status_t st = COHORT_SUCCESS;
+    for (int i = 0; i < n && !st; i++)
+        st = cohort_allreduce(comm, &one, &sum, 1, COHORT_INT32, COHORT_SUM);
+    double took = now_s() - t0;
+    CHECK(st == COHORT_SUCCESS && sum == nranks, "co-located allreduce: %s",
+          st ? cohort_last_error() : "wrong sum");
+    CHECK(took < 20.0, "%d allreduces of 4 bytes on one CPU took %.1f s", n, took);
+    if (rank == 0) printf("colocated np=%d: %d allreduces in %.2f s\n", nranks, n, took);
+}
+
 static int oob_over_comm(const void *s, void *r, size_t n, void *ctx)
 {
     return cohort_allgather((cohort_comm_t *)ctx, s, r, n, COHORT_UINT8) == COHORT_SUCCESS ? 0 : 1;
@@ -386,13 +420,6 @@ static void *abort_later(void *arg)
     return NULL;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void test_abort(void)
 {
     cohort_comm_t *pair = NULL;
@@ -451,11 +478,13 @@ static void test_bad_args(void)
 
 int main(int argc, char **argv)
 {
-    int big = 0;
+    int big = 0, colocate = 0;
     const char *mem = "malloc";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--big")) {
             big = 1;
+        } else if (!strcmp(argv[i], "--colocate")) {
+            colocate = 1;
         } else if (!strcmp(argv[i], "--nodump")) {
             /* peers (not root) can then neither open our /proc/<pid>/fd nor read us by CMA */
             prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -463,7 +492,8 @@ int main(int argc, char **argv)
                    (!strcmp(argv[i + 1], "cohort") || !strcmp(argv[i + 1], "mixed"))) {
             mem = argv[++i];
         } else {
-            fprintf(stderr, "usage: collcheck [--big] [--mem cohort|mixed] [--nodump]\n");
+            fprintf(stderr, "usage: collcheck [--big] [--mem cohort|mixed] [--nodump] "
+                    "[--colocate]\n");
             return 2;
         }
     }
@@ -476,6 +506,11 @@ int main(int argc, char **argv)
     rank = cohort_comm_rank(comm);
     nranks = cohort_comm_size(comm);
     cohort_mem = !strcmp(mem, "cohort") || (!strcmp(mem, "mixed") && rank % 2 == 0);
+    if (colocate) {
+        test_colocated();
+        cohort_comm_destroy(comm);
+        return failed ? 1 : 0;
+    }
 
     const cohort_dtype_t dtypes[] = { COHORT_INT8, COHORT_UINT8, COHORT_INT32, COHORT_UINT32,
                                       COHORT_INT64, COHORT_UINT64, COHORT_FLOAT16,
