@@ -21,22 +21,53 @@
  * (4) float32 SUM allreduce of non-integer data: bit-identical on every rank (direct, one
  *     round and many rounds).
  * Integer-valued float data make sums exact, so the reduction order does not matter there.
+ *
+ * Mapped mode (coll.c's "Mapped mode", from MAP_BYTES): the host table has ABI 1.3's mem_shared,
+ * backed by a test allocator that does what cohort_mem_alloc does (a memfd named
+ * "cohort-mem-<pid>-<id>" per block, mapped shared); the ranks being threads of one process,
+ * /proc/<pid>/fd/<fd> opens for all of them, so mapped mode runs for real. hooks.map is 1 in
+ * the worlds below, 0 in (1)-(4). Buffers from the allocator sit at an offset of 64 to 512 bytes
+ * in their block, guards included, sometimes a rank's sendbuf and recvbuf in one block. Which
+ * ranks' buffers come from the allocator is a function of the collective's number, so every
+ * rank knows the path the collective must take (staged, mapped, or mixed: a first round that
+ * carries no data, then staged) and checks, for reductions, that it took it (whether it reduced
+ * from the staging slots: the host table's kernels see the pointers), and after the world that
+ * coll.c logged a mapped / mixed collective where it ran one. As soon as a collective returns,
+ * a rank copies its buffers aside (checking the copies) and overwrites them: a peer that still
+ * reads them finds poison, one that still writes them is caught spoiling it.
+ * (5) mapped matrix: allreduce, broadcast (every root), allgather, reduce_scatter, alltoall for
+ *     n = 2, 3, 4, 5, 8, in place and out of place, counts below, at and above MAP_BYTES and of
+ *     1 to 2 MiB, int32 / float32 / float64 with SUM / MAX / AVG; every buffer a fresh block
+ *     (the peers' caches of 32 mappings see 50+ new blocks per rank and evict);
+ * (6) mixed: every pattern of allocator and malloc buffers across ranks (all, none, some ranks,
+ *     some buffers, all but one, one, sendbufs only), in place on some ranks only (alltoall in
+ *     place never maps), n = 2, 3, 4, 8; hooks.map 0 on one rank (no probe there, so no rank
+ *     maps); an ABI 1.2 host table with hooks.map 1 (never maps, never calls mem_shared);
+ * (7) mapped stress: the random stress with larger counts, a random pattern per collective,
+ *     each rank keeping POOL blocks that it replaces at random (new ids, often the same fd
+ *     numbers; a block mapped read-only by the peers comes back as an allreduce's recvbuf, which
+ *     they map writable): at least MIN_BLOCKS blocks per rank; yielding and sleeping waiters;
+ * (8) float32 SUM allreduce of non-integer data in mapped mode: bit-identical on every rank, at
+ *     n = 2 and 3, out of place, in place, and in place on rank 0 only.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
 #endif
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -50,8 +81,20 @@
 #define GUARD 64                              /* canary bytes before and after every buffer */
 #define GUARD_BYTE 0x5a
 #define GARBAGE_BYTE 0xa5
+#define POISON_BYTE 0xee                      /* mapped worlds: a buffer taken back */
 #define STRESS_STEPS 2000
 #define SLEEPY_STEPS 600
+#define MAP_BYTES ((size_t)32 << 10)          /* coll.c's MAP_MIN: mapped mode from this size */
+#define MAP_STRESS_STEPS 700
+#define MAP_SLEEPY_STEPS 300
+#define POOL 3                                /* mapped stress: blocks each rank keeps */
+#define MIN_BLOCKS 40                         /* blocks per rank a reuse run must go through (a
+                                                 peer's cache holds 32 entries: it evicts) */
+/* coll.c's log lines (once per endpoint) that say a mapped collective ran, a mix fell back to
+ * staging, a rank could not map its peers */
+#define LOG_MAPPED "buffers in place"
+#define LOG_MIXED "staging although"
+#define LOG_NOPROBE "cannot map the memory"
 
 /* ---- helpers ----------------------------------------------------------------------------- */
 
@@ -106,10 +149,158 @@ static const cohort_dtype_t DTYPES[4] = { COHORT_FLOAT32, COHORT_INT32, COHORT_F
                                           COHORT_INT8 };
 static const cohort_op_t OPS[3] = { COHORT_SUM, COHORT_MAX, COHORT_AVG };
 
+/* ---- the test's cohort_mem_alloc ---------------------------------------------------------- */
+
+/* What the core's cohort_mem_alloc does (core/mem.c), for host->mem_shared: a block is a memfd
+ * named "cohort-mem-<pid>-<id>" (ids count up in the process, never reused), mapped shared and
+ * read-write; a registry answers "is this range in a block, which one". */
+typedef struct tblock {
+    uintptr_t base;
+    size_t len;
+    int fd;
+    uint64_t id;
+} tblock_t;
+
+#define TMEM_MAX 512
+static pthread_mutex_t tmem_lock = PTHREAD_MUTEX_INITIALIZER;
+static tblock_t tmem_tab[TMEM_MAX];
+static int tmem_count;
+static uint64_t tmem_ids;
+static _Atomic unsigned long tmem_queries;   /* mem_shared calls */
+
+/* A block of at least size bytes (its mapped length in *len), or NULL with errno set. */
+static void *tmem_alloc(size_t size, size_t *len)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t l = (size + (size_t)pg - 1) / (size_t)pg * (size_t)pg;
+    pthread_mutex_lock(&tmem_lock);
+    uint64_t id = ++tmem_ids;
+    pthread_mutex_unlock(&tmem_lock);
+    char name[64];
+    snprintf(name, sizeof name, "cohort-mem-%d-%llu", (int)getpid(), (unsigned long long)id);
+    int fd = memfd_create(name, MFD_CLOEXEC);
+    if (fd < 0) return NULL;
+    void *p = MAP_FAILED;
+    if (ftruncate(fd, (off_t)l) == 0)
+        p = mmap(NULL, l, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return NULL;
+    }
+    pthread_mutex_lock(&tmem_lock);
+    int full = tmem_count == TMEM_MAX;
+    if (!full) tmem_tab[tmem_count++] = (tblock_t){ (uintptr_t)p, l, fd, id };
+    pthread_mutex_unlock(&tmem_lock);
+    if (full) {
+        munmap(p, l);
+        close(fd);
+        errno = ENOSPC;
+        return NULL;
+    }
+    if (len) *len = l;
+    return p;
+}
+
+static void tmem_free(void *p)
+{
+    if (!p) return;
+    pthread_mutex_lock(&tmem_lock);
+    int i = 0;
+    while (i < tmem_count && tmem_tab[i].base != (uintptr_t)p) i++;
+    if (i == tmem_count) {   /* a bug of this test */
+        fprintf(stderr, "test_shm_coll: tmem_free(%p): not a block\n", p);
+        abort();
+    }
+    tblock_t b = tmem_tab[i];
+    tmem_tab[i] = tmem_tab[--tmem_count];
+    pthread_mutex_unlock(&tmem_lock);
+    munmap((void *)b.base, b.len);
+    close(b.fd);
+}
+
+/* host->mem_shared (ABI 1.3) */
+static int tmem_shared(const void *ptr, size_t len, int *fd, uint64_t *id, uint64_t *offset)
+{
+    atomic_fetch_add_explicit(&tmem_queries, 1, memory_order_relaxed);
+    uintptr_t p = (uintptr_t)ptr;
+    int found = 0;
+    pthread_mutex_lock(&tmem_lock);
+    for (int i = 0; i < tmem_count && !found; i++) {
+        const tblock_t *b = &tmem_tab[i];
+        if (p >= b->base && p - b->base <= b->len && len <= b->len - (p - b->base)) {
+            *fd = b->fd;
+            *id = b->id;
+            *offset = p - b->base;
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&tmem_lock);
+    return found;
+}
+
+/* Whether a block can be opened here the way coll.c opens a peer's (/proc/<pid>/fd/<fd>, named
+ * as expected): if not (no /proc, say), mapped mode cannot run and only the fallback is tested.
+ * 1, or 0 with the reason in why. */
+static int proc_fd_works(char *why, size_t len)
+{
+    size_t blen = 0;
+    void *blk = tmem_alloc(1, &blen);
+    if (!blk) {
+        snprintf(why, len, "memfd_create: %s", strerror(errno));
+        return 0;
+    }
+    int fd = -1, ok = 0;
+    uint64_t id = 0, off = 1;
+    if (!tmem_shared((unsigned char *)blk + 1, blen - 1, &fd, &id, &off) || off != 1) {
+        snprintf(why, len, "the test's mem_shared does not find its own block");
+        tmem_free(blk);
+        return 0;
+    }
+    char path[64], link[160], want[96];
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)getpid(), fd);
+    snprintf(want, sizeof want, "/memfd:cohort-mem-%d-%llu (deleted)", (int)getpid(),
+             (unsigned long long)id);
+    ssize_t n = readlink(path, link, sizeof link - 1);
+    if (n < 0) {
+        snprintf(why, len, "readlink %s: %s", path, strerror(errno));
+    } else {
+        link[n] = 0;
+        int f = -1;
+        if (strcmp(link, want))
+            snprintf(why, len, "%s is '%s', expected '%s'", path, link, want);
+        else if ((f = open(path, O_RDWR | O_CLOEXEC)) < 0)
+            snprintf(why, len, "opening %s: %s", path, strerror(errno));
+        else {
+            void *m = mmap(NULL, blen, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+            if (m == MAP_FAILED) {
+                snprintf(why, len, "mmap of %s: %s", path, strerror(errno));
+            } else {
+                ((volatile unsigned char *)m)[7] = 0x42;
+                ok = ((volatile unsigned char *)blk)[7] == 0x42;
+                if (!ok) snprintf(why, len, "a second mapping of %s does not share the pages",
+                                  path);
+                munmap(m, blen);
+            }
+            close(f);
+        }
+    }
+    tmem_free(blk);
+    return ok;
+}
+
 /* ---- host table and hooks ------------------------------------------------------------------ */
 
 static _Thread_local char tl_msg[1024];
 static _Thread_local unsigned tl_nerr;
+/* coll.c's log lines of this rank (thread) */
+static _Thread_local unsigned tl_log_mapped, tl_log_mixed, tl_log_noprobe;
+static _Thread_local char tl_log_noprobe_msg[512];
+/* the reductions of this rank: from the staging slots (a source in the area) or not (from
+ * sendbufs and mapped peer buffers) */
+static _Thread_local uintptr_t tl_area_lo, tl_area_hi;
+static _Thread_local unsigned long tl_red_area, tl_red_else;
 
 static cohort_status_t host_error(cohort_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -130,7 +321,40 @@ static void host_log(int level, const char *subsys, const char *fmt, ...)
 {
     (void)level;
     (void)subsys;
-    (void)fmt;
+    char b[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b, sizeof b, fmt, ap);
+    va_end(ap);
+    if (strstr(b, LOG_MAPPED)) {
+        tl_log_mapped++;
+    } else if (strstr(b, LOG_MIXED)) {
+        tl_log_mixed++;
+    } else if (strstr(b, LOG_NOPROBE)) {
+        tl_log_noprobe++;
+        snprintf(tl_log_noprobe_msg, sizeof tl_log_noprobe_msg, "%.500s", b);
+    }
+}
+
+static int in_area(const void *p)
+{
+    return (uintptr_t)p >= tl_area_lo && (uintptr_t)p < tl_area_hi;
+}
+
+static void host_reduce(void *inout, const void *in, size_t count, cohort_dtype_t dtype,
+                        cohort_op_t op)
+{
+    if (in_area(in)) tl_red_area++;
+    else tl_red_else++;
+    cohort_reduce_local(inout, in, count, dtype, op);
+}
+
+static void host_reduce3(void *out, const void *a, const void *b, size_t count,
+                         cohort_dtype_t dtype, cohort_op_t op)
+{
+    if (in_area(a) || in_area(b)) tl_red_area++;
+    else tl_red_else++;
+    cohort_reduce_local3(out, a, b, count, dtype, op);
 }
 
 static const cohort_host_v1_t HOST = {
@@ -138,14 +362,41 @@ static const cohort_host_v1_t HOST = {
     .abi_version = COHORT_PLUGIN_ABI_VERSION,
     .log = host_log,
     .error = host_error,
-    .reduce = cohort_reduce_local,
-    .reduce3 = cohort_reduce_local3,
+    .reduce = host_reduce,
+    .reduce3 = host_reduce3,
     .reduce_finish = cohort_reduce_finish,
+    .mem_shared = tmem_shared,
+};
+
+/* A core of ABI 1.2: its table ends before mem_shared (set here all the same: coll.c must not
+ * call what the size says is not there). */
+static const cohort_host_v1_t HOST_1_2 = {
+    .size = offsetof(cohort_host_v1_t, mem_shared),
+    .abi_version = (1u << 16) | 2u,
+    .log = host_log,
+    .error = host_error,
+    .reduce = host_reduce,
+    .reduce3 = host_reduce3,
+    .reduce_finish = cohort_reduce_finish,
+    .mem_shared = tmem_shared,
 };
 
 /* ---- the world: one area, n ranks ---------------------------------------------------------- */
 
-enum { MODE_MATRIX, MODE_STRESS, MODE_MISMATCH, MODE_BITID };
+enum { MODE_MATRIX, MODE_STRESS, MODE_MISMATCH, MODE_BITID, MODE_MAP_MATRIX, MODE_MAP_MIXED };
+
+/* Where a world's buffers come from (w->mem): malloc; the test's cohort_mem_alloc; or, per
+ * collective, a pattern of both (spec_t.pat, or drawn from the collective's number). */
+enum { MEM_PLAIN, MEM_ALL, MEM_MIX };
+/* Patterns (which ranks' buffers come from the test allocator): PAT_WORLD: the world's w->mem
+ * (MEM_MIX: one of the others, drawn from the collective's number); every rank; none; a random
+ * set of ranks; a random set of buffers; all ranks but one; one rank; every rank's sendbuf but
+ * no recvbuf. */
+enum { PAT_WORLD, PAT_ALL, PAT_NONE, PAT_RANKS, PAT_BUFS, PAT_ALL_BUT_ONE, PAT_ONE,
+       PAT_SEND_ONLY, NPAT };
+/* The path a collective must take: staged rounds; one mapped round; a first round that finds a
+ * mix of mapped and staged ranks and starts over staged. */
+enum { PATH_STAGED, PATH_MAPPED, PATH_MIXED };
 
 typedef struct rank_out {
     int failed;
@@ -158,6 +409,12 @@ typedef struct rank_out {
     unsigned char *keep;
     size_t keep_len, keep_cap;
     unsigned long long colls, advances, sleeps;
+    /* mapped mode */
+    unsigned long long blocks;       /* blocks this rank took from the test allocator */
+    unsigned long long paths[3];     /* collectives that had to take each PATH_* (from
+                                        MAP_BYTES, of those that may map) */
+    unsigned log_mapped, log_mixed, log_noprobe;
+    char log_noprobe_msg[512];
 } rank_out_t;
 
 typedef struct world {
@@ -172,6 +429,18 @@ typedef struct world {
     _Atomic unsigned long arrivals;            /* barrier entries, all ranks */
     _Atomic unsigned long long wakes, peer_checks;
     int efd[MAXN];                             /* sleepy: one eventfd per rank */
+    /* mapped mode */
+    int mem;                                   /* MEM_*: where buffers come from */
+    int reuse;                                 /* 1: each rank keeps POOL blocks across
+                                                  collectives and replaces them at random; 0: a
+                                                  fresh block per buffer, freed after it */
+    int nomap_rank;                            /* MEM_PLAIN: hooks.map is 0 everywhere; else
+                                                  1 but on this rank (-1: none) */
+    int old_host;                              /* an ABI 1.2 host table: no mem_shared */
+    int evidence;                              /* mapped mode can run here: check which path
+                                                  each collective took */
+    pthread_barrier_t created;                 /* every rank's shm_coll_new is done (the core's
+                                                  creation round) */
     rank_out_t out[MAXN];
 } world_t;
 
@@ -182,6 +451,9 @@ typedef struct rank_ctx {
     uint64_t seq;                /* collectives started, as the core's comm->seq */
     unsigned long barriers;
     uint64_t delay_rng;          /* per rank: random delays */
+    uint64_t mem_rng;            /* per rank: offsets in blocks, block replacement */
+    unsigned char *pool[POOL];   /* w->reuse: the rank's blocks */
+    size_t pool_len[POOL];
 } rank_ctx_t;
 
 typedef struct hook_ep {
@@ -333,7 +605,18 @@ typedef struct spec {
     int inplace;
     int nullrecv;                /* reduce off the root: recvbuf NULL */
     int nonint;                  /* float data with fractions */
+    int ipmix;                   /* in place on the ranks of ipmask only (else inplace: all) */
+    unsigned ipmask;
+    int pat;                     /* PAT_*: which ranks' buffers come from the test allocator */
 } spec_t;
+
+/* Whether rank r runs sp in place. */
+static int rank_inplace(const spec_t *sp, int r)
+{
+    if (sp->coll == COHORT_TP_BROADCAST) return 1;
+    if (sp->coll == COHORT_TP_REDUCE && r != sp->root) return 0;
+    return sp->ipmix ? (int)((sp->ipmask >> r) & 1) : sp->inplace;
+}
 
 /* Rank j's send element i of collective s, as a 64-bit hash. */
 static inline uint64_t hv(uint64_t s, int j, size_t i)
@@ -474,18 +757,31 @@ static void fmt_val(char *b, size_t len, cohort_dtype_t dt, uint64_t bits)
 
 static void describe(char *b, size_t len, const spec_t *sp, int n, size_t round, uint64_t seq)
 {
+    char ip[40];
+    if (sp->ipmix) snprintf(ip, sizeof ip, "in place on ranks %#x", sp->ipmask);
+    else snprintf(ip, sizeof ip, "%s", sp->inplace ? "in place" : "out of place");
     snprintf(b, len, "collective #%llu %s(count %zu, %s, %s, root %d, %s%s%s) n=%d round=%zu",
              (unsigned long long)seq, coll_name(sp->coll), sp->count, dt_name(sp->dt),
-             op_name(sp->op), sp->root, sp->inplace ? "in place" : "out of place",
+             op_name(sp->op), sp->root, ip,
              sp->coll == COHORT_TP_REDUCE && sp->nullrecv ? ", recvbuf NULL off the root" : "", sp->nonint ? ", fractional data" : "", n,
              round);
 }
 
-/* A buffer with GUARD canary bytes either side. */
+/* A buffer with GUARD canary bytes either side (from malloc, or inside a block of the test's
+ * cohort_mem_alloc: tm). */
 typedef struct gbuf {
     unsigned char *base, *p;
     size_t len;
+    int tm;
+    unsigned char *blk;          /* tm: the block to free with the buffer (NULL: a pool block) */
 } gbuf_t;
+
+static void gfill(gbuf_t *g, size_t total)
+{
+    memset(g->base, GUARD_BYTE, GUARD);
+    memset(g->p, GARBAGE_BYTE, g->len);
+    memset(g->p + g->len, GUARD_BYTE, total - GUARD - g->len);
+}
 
 static int galloc(gbuf_t *g, size_t len)
 {
@@ -494,9 +790,7 @@ static int galloc(gbuf_t *g, size_t len)
     if (!g->base) return -1;
     g->p = g->base + GUARD;
     g->len = len;
-    memset(g->base, GUARD_BYTE, GUARD);
-    memset(g->p, GARBAGE_BYTE, len);
-    memset(g->p + len, GUARD_BYTE, total - GUARD - len);
+    gfill(g, total);
     return 0;
 }
 
@@ -510,8 +804,169 @@ static int gcheck(const gbuf_t *g)
 
 static void gfree(gbuf_t *g)
 {
-    free(g->base);
-    g->base = g->p = NULL;
+    if (g->tm) tmem_free(g->blk);
+    else free(g->base);
+    g->base = g->p = g->blk = NULL;
+    g->tm = 0;
+}
+
+/* Rank c's buffer of len bytes: from malloc, or (tm) at a non-zero offset (64 to 512 bytes,
+ * guards included) inside a block of the test allocator: a fresh one, or (w->reuse) the rank's
+ * pool block `slot`, replaced by a new block when too small and at random (1 in 4). */
+static int galloc_at(rank_ctx_t *c, gbuf_t *g, size_t len, int tm, int slot)
+{
+    if (!tm) return galloc(g, len);
+    uint64_t x = rng_next(&c->mem_rng);
+    size_t lead = 64 * (size_t)(x % 8);
+    size_t total = (len + 2 * GUARD + 63) / 64 * 64;
+    unsigned char *blk;
+    if (c->w->reuse) {
+        if (!c->pool[slot] || c->pool_len[slot] < lead + total || (x >> 8) % 4 == 0) {
+            tmem_free(c->pool[slot]);
+            c->pool[slot] = tmem_alloc(lead + total + ((x >> 16) % 3) * 4096, &c->pool_len[slot]);
+            if (!c->pool[slot]) return -1;
+            c->w->out[c->rank].blocks++;
+        }
+        blk = c->pool[slot];
+        g->blk = NULL;
+    } else {
+        blk = tmem_alloc(lead + total, NULL);
+        if (!blk) return -1;
+        c->w->out[c->rank].blocks++;
+        g->blk = blk;
+    }
+    g->tm = 1;
+    g->base = blk + lead;
+    g->p = g->base + GUARD;
+    g->len = len;
+    gfill(g, total);
+    return 0;
+}
+
+/* Rank c's sendbuf and recvbuf (out of place) in one block of the test allocator, one after
+ * the other: peers map that block once, for reading and (allreduce) writing. */
+static int galloc_two(rank_ctx_t *c, gbuf_t *gs, size_t slen, gbuf_t *gr, size_t rlen, int slot)
+{
+    size_t stot = (slen + 2 * GUARD + 63) / 64 * 64, rtot = (rlen + 2 * GUARD + 63) / 64 * 64;
+    gbuf_t outer = { 0 };
+    if (galloc_at(c, &outer, stot + rtot - 2 * GUARD, 1, slot)) return -1;
+    *gs = (gbuf_t){ .base = outer.base, .p = outer.base + GUARD, .len = slen, .tm = 1,
+                    .blk = outer.blk };
+    gfill(gs, stot);
+    *gr = (gbuf_t){ .base = outer.base + stot, .p = outer.base + stot + GUARD, .len = rlen,
+                    .tm = 1 };
+    gfill(gr, rtot);
+    return 0;
+}
+
+/* Mapped worlds: as soon as the collective returned, the rank takes its buffer g back: copies
+ * it (guards included) into *copy, moves the pointers *p1 and *p2 that point into it over to
+ * the copy, and overwrites it with POISON_BYTE. A peer that still reads it (a missing wait in
+ * coll.c) finds poison; one that still writes it spoils the poison (still_poisoned). */
+static int take_back(const gbuf_t *g, gbuf_t *copy, unsigned char **p1, unsigned char **p2)
+{
+    if (!g->base) return 0;
+    if (galloc(copy, g->len)) return -1;
+    memcpy(copy->base, g->base, GUARD + g->len + GUARD);
+    memset(g->p, POISON_BYTE, g->len);
+    unsigned char **pp[2] = { p1, p2 };
+    for (int i = 0; i < 2; i++) {
+        uintptr_t q = (uintptr_t)*pp[i], lo = (uintptr_t)g->p;
+        if (q >= lo && q <= lo + g->len) *pp[i] = copy->p + (q - lo);
+    }
+    return 0;
+}
+
+/* -1 and the first offset that is not POISON_BYTE any more, or 0. */
+static int still_poisoned(const gbuf_t *g, size_t *at)
+{
+    static const unsigned char poison[4096] = { [0 ... 4095] = POISON_BYTE };
+    for (size_t o = 0; g->base && o < g->len; o += sizeof poison) {
+        size_t l = g->len - o < sizeof poison ? g->len - o : sizeof poison;
+        if (memcmp(g->p + o, poison, l)) {
+            size_t k = 0;
+            while (g->p[o + k] == POISON_BYTE) k++;
+            *at = o + k;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Whether rank j's buffer `which` (0: sendbuf, 1: recvbuf or the one buffer in place) of
+ * collective sp, number seq, comes from the test allocator: a function of (world, spec, seq, j)
+ * only, so every rank can tell which path the collective must take. */
+static int want_tm(const world_t *w, const spec_t *sp, uint64_t seq, int j, int which)
+{
+    int pat = sp->pat;
+    uint64_t h = mix64(w->salt ^ (seq * 0x2545f4914f6cdd1dull) ^ 0x6d656dull);
+    if (pat == PAT_WORLD) {
+        if (w->mem != MEM_MIX) return w->mem == MEM_ALL;
+        /* mostly all (the mapped path), else one of the mixes */
+        unsigned k = (unsigned)(h % 12);
+        pat = k < 6 ? PAT_ALL : k == 6 ? PAT_NONE : PAT_RANKS + (int)(k - 7);
+        h = mix64(h);
+    }
+    int one = (int)((h >> 40) % (unsigned)w->n);
+    switch (pat) {
+    case PAT_ALL: return 1;
+    case PAT_NONE: return 0;
+    case PAT_RANKS: return (int)((h >> j) & 1);
+    case PAT_BUFS: return (int)((h >> (16 + 2 * j + which)) & 1);
+    case PAT_ALL_BUT_ONE: return j != one;
+    case PAT_ONE: return j == one;
+    case PAT_SEND_ONLY: return which == 0 || rank_inplace(sp, j);
+    default: return 0;
+    }
+}
+
+/* Rank j's sendbuf and recvbuf: from the test allocator or not. */
+static void rank_tm(const world_t *w, const spec_t *sp, uint64_t seq, int j, int *st, int *rt)
+{
+    *rt = want_tm(w, sp, seq, j, 1);
+    *st = rank_inplace(sp, j) ? *rt : want_tm(w, sp, seq, j, 0);
+}
+
+static int may_map(int coll)
+{
+    return coll == COHORT_TP_ALLREDUCE || coll == COHORT_TP_BROADCAST ||
+           coll == COHORT_TP_ALLGATHER || coll == COHORT_TP_REDUCE_SCATTER ||
+           coll == COHORT_TP_ALLTOALL;
+}
+
+/* Whether rank j's buffers qualify (coll.c: the buffers the peers read are mapped; alltoall in
+ * place never). */
+static int rank_maps(const world_t *w, const spec_t *sp, uint64_t seq, int j)
+{
+    if (j == w->nomap_rank) return 0;
+    int st, rt;
+    rank_tm(w, sp, seq, j, &st, &rt);
+    switch (sp->coll) {
+    case COHORT_TP_ALLREDUCE: return st && rt;
+    case COHORT_TP_BROADCAST: return j != sp->root || rt;
+    case COHORT_TP_ALLGATHER: case COHORT_TP_REDUCE_SCATTER: return st;
+    case COHORT_TP_ALLTOALL: return st && !rank_inplace(sp, j);
+    default: return 0;
+    }
+}
+
+/* The path sp must take; -1: it may not map at all (small, or a collective that never maps). */
+static int expect_path(const world_t *w, const spec_t *sp, uint64_t seq)
+{
+    if (!may_map(sp->coll) || sp->count * esz(sp->dt) < MAP_BYTES || w->n < 2) return -1;
+    if (w->mem == MEM_PLAIN || w->old_host || !w->evidence) return PATH_STAGED;
+    int all = 1, any = 0;
+    for (int j = 0; j < w->n; j++) {
+        int m = rank_maps(w, sp, seq, j);
+        all &= m;
+        any |= m;
+    }
+    return all ? PATH_MAPPED : any ? PATH_MIXED : PATH_STAGED;
+}
+
+static const char *path_name(int p)
+{
+    return p == PATH_MAPPED ? "mapped" : p == PATH_MIXED ? "mixed (staged again)" : "staged";
 }
 
 static uint32_t sig32(const spec_t *sp)
@@ -536,6 +991,25 @@ static uint64_t expect_at(const spec_t *sp, uint64_t s, int r, int n, size_t k)
     }
 }
 
+/* After a reduction that may map (path >= 0): whether it reduced from the staging slots (staged
+ * and mixed: every rank reduces a non-empty slice from MAP_BYTES) or only from buffers (mapped).
+ * 0, or -1 after rfail. */
+static int check_path(rank_ctx_t *c, const spec_t *sp, int path, const char *what)
+{
+    if (path < 0 || !c->w->evidence ||
+        (sp->coll != COHORT_TP_ALLREDUCE && sp->coll != COHORT_TP_REDUCE_SCATTER))
+        return 0;
+    if (path == PATH_MAPPED && (tl_red_area || !tl_red_else))
+        return rfail(c, "%s: right result, but expected the mapped path and it reduced %lu "
+                     "times from the staging slots, %lu times from buffers only", what,
+                     tl_red_area, tl_red_else);
+    if (path != PATH_MAPPED && !tl_red_area)
+        return rfail(c, "%s: right result, but expected the %s path and it never reduced from "
+                     "the staging slots (%lu reductions from buffers only)", what,
+                     path_name(path), tl_red_else);
+    return 0;
+}
+
 /* Runs collective sp (the same on every rank) as this rank and checks everything. 0 or -1. */
 static int run_spec(rank_ctx_t *c, const spec_t *sp, uint64_t tag_xor)
 {
@@ -543,7 +1017,7 @@ static int run_spec(rank_ctx_t *c, const spec_t *sp, uint64_t tag_xor)
     const int n = w->n, r = c->rank;
     const uint64_t seq = ++c->seq;
     const uint64_t s = mix64(w->salt ^ seq);
-    char what[256];
+    char what[448];
     describe(what, sizeof what, sp, n, w->round, seq);
 
     cohort_tp_coll_args_t a;
@@ -584,41 +1058,57 @@ static int run_spec(rank_ctx_t *c, const spec_t *sp, uint64_t tag_xor)
     const int is_root = r == sp->root;
     const int has_recv = sp->coll != COHORT_TP_REDUCE || is_root || !sp->nullrecv;
 
-    /* buffers: one allocation in place, else two; sendp/recvp point into them */
+    /* buffers: one allocation in place, else two; sendp/recvp point into them; from malloc or
+     * the test allocator (st, rt), in different pool blocks */
     gbuf_t gs = { 0 }, gr = { 0 };
     unsigned char *sendp = NULL, *recvp = NULL;
     int oom = 0;
-    int inplace = sp->inplace || sp->coll == COHORT_TP_BROADCAST;
-    if (sp->coll == COHORT_TP_REDUCE && !is_root) inplace = 0;
+    const int inplace = rank_inplace(sp, r);
+    int st, rt;
+    rank_tm(w, sp, seq, r, &st, &rt);
+    const int path = expect_path(w, sp, seq);
+    if (w->mem != MEM_PLAIN) {
+        size_t k = strlen(what);
+        snprintf(what + k, sizeof what - k, " [test allocator: %s%s on this rank; %s%s]",
+                 st ? "sendbuf" : "", rt ? (st ? ", recvbuf" : "recvbuf") : (st ? "" : "none"),
+                 path < 0 ? "may not map" : "path ", path < 0 ? "" : path_name(path));
+    }
+    uint64_t x = rng_next(&c->mem_rng);
+    int slot_s = (int)(x % POOL), slot_r = (slot_s + 1 + (int)((x >> 8) % (POOL - 1))) % POOL;
     if (inplace) {
         switch (sp->coll) {
         case COHORT_TP_ALLGATHER:
-            oom = galloc(&gr, recv_elems * es);
+            oom = galloc_at(c, &gr, recv_elems * es, rt, slot_r);
             recvp = gr.p;
-            sendp = gr.p + (size_t)r * cnt * es;
+            if (!oom) sendp = gr.p + (size_t)r * cnt * es;
             break;
         case COHORT_TP_REDUCE_SCATTER:
-            oom = galloc(&gs, send_elems * es);
+            oom = galloc_at(c, &gs, send_elems * es, rt, slot_r);
             sendp = gs.p;
-            recvp = gs.p + (size_t)r * cnt * es;
+            if (!oom) recvp = gs.p + (size_t)r * cnt * es;
             break;
         default:
-            oom = galloc(&gr, recv_elems * es);
+            oom = galloc_at(c, &gr, recv_elems * es, rt, slot_r);
             sendp = recvp = gr.p;
             break;
         }
-    } else {
-        oom = galloc(&gs, send_elems * es);
+    } else if (st && rt && has_recv && (x >> 16) % 4 == 0) {
+        oom = galloc_two(c, &gs, send_elems * es, &gr, recv_elems * es, slot_s);
         sendp = gs.p;
-        if (has_recv) {
-            oom |= galloc(&gr, recv_elems * es);
+        recvp = gr.p;
+    } else {
+        oom = galloc_at(c, &gs, send_elems * es, st, slot_s);
+        sendp = gs.p;
+        if (has_recv && !oom) {
+            oom = galloc_at(c, &gr, recv_elems * es, rt, slot_r);
             recvp = gr.p;
         }
     }
     if (oom) {
+        int e = errno;
         gfree(&gs);
         gfree(&gr);
-        return rfail(c, "%s: out of memory", what);
+        return rfail(c, "%s: out of memory (%s)", what, strerror(e));
     }
     /* inputs (broadcast: only the root has one) */
     if (sp->coll != COHORT_TP_BROADCAST || is_root)
@@ -629,16 +1119,32 @@ static int run_spec(rank_ctx_t *c, const spec_t *sp, uint64_t tag_xor)
     a.recvbuf = recvp;
 
     tl_nerr = 0;
-    cohort_status_t st = drive(c, &a, what);
+    tl_red_area = tl_red_else = 0;
+    cohort_status_t status = drive(c, &a, what);
     int rc = 0;
-    if (st == DRIVE_STOPPED) {
+    gbuf_t ks = { 0 }, kr = { 0 };   /* mapped worlds: the buffers taken back (gs, gr: copies) */
+    if (status == COHORT_SUCCESS && w->mem != MEM_PLAIN) {
+        gbuf_t cs = { 0 }, cr = { 0 };
+        int bad = take_back(&gs, &cs, &sendp, &recvp) || take_back(&gr, &cr, &sendp, &recvp);
+        ks = gs;
+        kr = gr;
+        gs = cs;
+        gr = cr;
+        if (bad) {
+            rfail(c, "%s: out of memory", what);
+            status = DRIVE_STOPPED;
+        }
+    }
+    if (status == DRIVE_STOPPED) {
         rc = -1;
-    } else if (st) {
-        rc = rfail(c, "%s: status %d: %s", what, (int)st, tl_msg);
+    } else if (status) {
+        rc = rfail(c, "%s: status %d: %s", what, (int)status, tl_msg);
     } else if (tl_nerr) {
         rc = rfail(c, "%s: succeeded but called host->error: %s", what, tl_msg);
     } else if (gcheck(&gs) || gcheck(&gr)) {
         rc = rfail(c, "%s: bytes around a buffer were overwritten", what);
+    } else if (check_path(c, sp, path, what)) {
+        rc = -1;
     } else {
         /* the output */
         int check = sp->coll != COHORT_TP_REDUCE || is_root;
@@ -685,9 +1191,16 @@ static int run_spec(rank_ctx_t *c, const spec_t *sp, uint64_t tag_xor)
             }
         }
     }
+    size_t at = 0;
+    if (!rc && (still_poisoned(&ks, &at) || still_poisoned(&kr, &at)))
+        rc = rfail(c, "%s: byte %zu of %s was written after the collective returned here", what,
+                   at, still_poisoned(&ks, &at) ? "sendbuf" : "recvbuf");
     gfree(&gs);
     gfree(&gr);
+    gfree(&ks);
+    gfree(&kr);
     if (!rc) w->out[r].colls++;
+    if (!rc && path >= 0) w->out[r].paths[path]++;
     return rc;
 }
 
@@ -760,8 +1273,92 @@ static int script_matrix(rank_ctx_t *c)
     return 0;
 }
 
-/* Random collective of the stress sequence; rng is the same on every rank. */
-static spec_t stress_spec(uint64_t *rng, int n)
+static const cohort_dtype_t MAP_DTYPES[3] = { COHORT_INT32, COHORT_FLOAT32, COHORT_FLOAT64 };
+
+/* Mapped matrix count template t (0..3): below, at, above MAP_BYTES per buffer (per block for
+ * allgather, reduce_scatter, alltoall), and large (send or receive buffers of 1 to 2 MiB). */
+static size_t map_count(int t, int coll, size_t es)
+{
+    switch (t) {
+    case 0: return MAP_BYTES / es - 1;
+    case 1: return MAP_BYTES / es;
+    case 2: return MAP_BYTES / es + 1;
+    default:
+        if (is_blocked(coll)) return ((size_t)128 << 10) / es + 3;
+        if (coll == COHORT_TP_ALLGATHER) return ((size_t)256 << 10) / es + 3;
+        return ((size_t)1 << 20) / es + 29;
+    }
+}
+
+/* Every collective that may map, count templates around MAP_BYTES and large, in place and out
+ * of place, int32 / float32 / float64 x SUM / MAX / AVG; broadcast from every root. Every buffer
+ * is a fresh block (w->reuse 0): the peers' caches see a new block each time. */
+static int script_map_matrix(rank_ctx_t *c)
+{
+    const int n = c->w->n;
+    static const int kinds[] = { COHORT_TP_ALLREDUCE, COHORT_TP_BROADCAST, COHORT_TP_ALLGATHER,
+                                 COHORT_TP_REDUCE_SCATTER, COHORT_TP_ALLTOALL };
+    spec_t b = { .coll = COHORT_TP_BARRIER };
+    if (run_spec(c, &b, 0)) return -1;
+    int combo = 0;
+    for (int k = 0; k < (int)(sizeof kinds / sizeof kinds[0]); k++) {
+        for (int t = 0; t < 4; t++)
+            for (int ip = 0; ip < (kinds[k] == COHORT_TP_BROADCAST ? 1 : 2); ip++, combo++) {
+                spec_t sp = { .coll = kinds[k], .dt = MAP_DTYPES[combo % 3],
+                              .op = OPS[(combo / 3) % 3], .root = (t + k) % n,
+                              .inplace = ip || kinds[k] == COHORT_TP_BROADCAST };
+                sp.count = map_count(t, sp.coll, esz(sp.dt));
+                if (run_spec(c, &sp, 0)) return -1;
+            }
+        if (run_spec(c, &b, 0)) return -1;
+    }
+    for (int root = 0; root < n; root++)
+        for (int t = 1; t < 4; t += 2) {
+            spec_t sp = { .coll = COHORT_TP_BROADCAST, .dt = MAP_DTYPES[(root + t) % 3],
+                          .root = root, .inplace = 1 };
+            sp.count = map_count(t, sp.coll, esz(sp.dt));
+            if (run_spec(c, &sp, 0)) return -1;
+        }
+    return 0;
+}
+
+/* Every collective that may map, just above MAP_BYTES and twice that, with each
+ * pattern of test-allocator and malloc buffers (PAT_*): the mixes start over staged; in place on
+ * some ranks only (alltoall in place never maps: a mix). */
+static int script_map_mixed(rank_ctx_t *c)
+{
+    const int n = c->w->n;
+    static const int kinds[] = { COHORT_TP_ALLREDUCE, COHORT_TP_BROADCAST, COHORT_TP_ALLGATHER,
+                                 COHORT_TP_REDUCE_SCATTER, COHORT_TP_ALLTOALL };
+    spec_t b = { .coll = COHORT_TP_BARRIER };
+    if (run_spec(c, &b, 0)) return -1;
+    int combo = 0;
+    for (int k = 0; k < (int)(sizeof kinds / sizeof kinds[0]); k++) {
+        for (int pat = PAT_ALL; pat < NPAT; pat++)
+            for (int v = 0; v < 3; v++, combo++) {
+                spec_t sp = { .coll = kinds[k], .dt = MAP_DTYPES[combo % 3],
+                              .op = OPS[(combo / 3) % 3], .root = (pat + v) % n,
+                              .inplace = (pat + v) & 1 || kinds[k] == COHORT_TP_BROADCAST,
+                              .pat = pat };
+                size_t es = esz(sp.dt);
+                /* just above; twice as large; in place on some ranks */
+                sp.count = v == 1 ? (2 * MAP_BYTES + 64 * (size_t)n + 8) / es + 1
+                                  : MAP_BYTES / es + 5;
+                if (v == 2) {
+                    sp.ipmix = 1;
+                    sp.ipmask = (unsigned)(pat * 5 + k) & ((1u << n) - 1);
+                }
+                if (run_spec(c, &sp, 0)) return -1;
+            }
+        if (run_spec(c, &b, 0)) return -1;
+    }
+    return 0;
+}
+
+/* Random collective of the stress sequence; rng is the same on every rank. mapped: larger
+ * counts (about a third from MAP_BYTES), a pattern of test-allocator buffers drawn from the
+ * collective's number (want_tm), in place on some ranks only now and then. */
+static spec_t stress_spec(uint64_t *rng, int n, int mapped)
 {
     spec_t sp;
     memset(&sp, 0, sizeof sp);
@@ -778,16 +1375,29 @@ static spec_t stress_spec(uint64_t *rng, int n)
     unsigned p = (unsigned)(x % 100);
     size_t lim = p < 50 ? 64 : p < 80 ? 4096 : p < 95 ? 20000 : 100003;
     if (is_blocked(sp.coll) || sp.coll == COHORT_TP_ALLGATHER) lim = lim > 5000 ? 5000 : lim;
+    if (mapped) {
+        lim = p < 35 ? 64 : p < 50 ? 4096 : p < 80 ? 20000 : 160003;
+        if (is_blocked(sp.coll) || sp.coll == COHORT_TP_ALLGATHER) lim = lim > 24000 ? 24000 : lim;
+    }
     sp.count = 1 + (size_t)((x >> 16) % lim);
+    if (mapped) {
+        x = rng_next(rng);
+        if ((x & 3) == 0) {
+            sp.ipmix = 1;
+            sp.ipmask = (unsigned)(x >> 8) & ((1u << n) - 1);
+        }
+    }
     return sp;
 }
 
 static int script_stress(rank_ctx_t *c)
 {
     uint64_t rng = 0x5eed5eed0001ull;   /* shared: every rank draws the same collectives */
-    int steps = c->w->sleepy ? SLEEPY_STEPS : STRESS_STEPS;
+    const int mapped = c->w->mem != MEM_PLAIN;
+    int steps = mapped ? (c->w->sleepy ? MAP_SLEEPY_STEPS : MAP_STRESS_STEPS)
+                       : (c->w->sleepy ? SLEEPY_STEPS : STRESS_STEPS);
     for (int i = 0; i < steps; i++) {
-        spec_t sp = stress_spec(&rng, c->w->n);
+        spec_t sp = stress_spec(&rng, c->w->n, mapped);
         /* per rank: sometimes arrive late */
         uint64_t d = rng_next(&c->delay_rng);
         if ((d & 7) == 0)
@@ -797,22 +1407,37 @@ static int script_stress(rank_ctx_t *c)
     return 0;
 }
 
+/* Plain: counts around the round; mapped (w->mem): around MAP_BYTES and larger, and a third
+ * variant in place on rank 0 only. */
 static int script_bitid(rank_ctx_t *c)
 {
     static const size_t counts[] = { 1000, 4095, 4096, 4097, 100003 };
+    static const size_t map_counts[] = { MAP_BYTES / 4 - 1, MAP_BYTES / 4, MAP_BYTES / 4 + 1,
+                                         100003, 262147 };
+    const int mapped = c->w->mem != MEM_PLAIN;
     for (int t = 0; t < (int)(sizeof counts / sizeof counts[0]); t++)
-        for (int inplace = 0; inplace < 2; inplace++) {
-            spec_t sp = { .coll = COHORT_TP_ALLREDUCE, .count = counts[t],
-                          .dt = COHORT_FLOAT32, .op = COHORT_SUM, .inplace = inplace,
-                          .nonint = 1 };
+        for (int v = 0; v < (mapped ? 3 : 2); v++) {
+            spec_t sp = { .coll = COHORT_TP_ALLREDUCE, .count = mapped ? map_counts[t] : counts[t],
+                          .dt = COHORT_FLOAT32, .op = COHORT_SUM, .inplace = v == 1,
+                          .ipmix = v == 2, .ipmask = 1, .nonint = 1 };
+            const int inplace = rank_inplace(&sp, c->rank);
             /* no exact reference: the ranks are compared with each other afterwards */
             const int n = c->w->n;
             const uint64_t seq = ++c->seq;
             const uint64_t s = mix64(c->w->salt ^ seq);
-            char what[256];
+            const int path = expect_path(c->w, &sp, seq);
+            char what[320];
             describe(what, sizeof what, &sp, n, c->w->round, seq);
+            if (mapped) {
+                size_t k = strlen(what);
+                snprintf(what + k, sizeof what - k, " [path %s]",
+                         path < 0 ? "staged (small)" : path_name(path));
+            }
+            int stm, rtm;
+            rank_tm(c->w, &sp, seq, c->rank, &stm, &rtm);
             gbuf_t gs = { 0 }, gr = { 0 };
-            if (galloc(&gr, sp.count * 4) || (!inplace && galloc(&gs, sp.count * 4))) {
+            if (galloc_at(c, &gr, sp.count * 4, rtm, 0) ||
+                (!inplace && galloc_at(c, &gs, sp.count * 4, stm, 1))) {
                 gfree(&gr);
                 return rfail(c, "%s: out of memory", what);
             }
@@ -824,12 +1449,18 @@ static int script_bitid(rank_ctx_t *c)
                                         .recvbuf = gr.p, .count = sp.count, .dtype = sp.dt,
                                         .op = sp.op, .tag = (seq << 32) | sig32(&sp) };
             tl_nerr = 0;
+            tl_red_area = tl_red_else = 0;
             cohort_status_t st = drive(c, &a, what);
             int rc = 0;
             if (st == DRIVE_STOPPED) rc = -1;
             else if (st) rc = rfail(c, "%s: status %d: %s", what, (int)st, tl_msg);
             else if (gcheck(&gs) || gcheck(&gr))
                 rc = rfail(c, "%s: bytes around a buffer were overwritten", what);
+            else if (check_path(c, &sp, path, what))
+                rc = -1;
+            for (size_t i = 0; !rc && !inplace && i < sp.count; i++)
+                if (load_bits(sendp + i * 4, 4) != gen(&sp, s, c->rank, i))
+                    rc = rfail(c, "%s: sendbuf element %zu was modified", what, i);
             /* close to the sum in double (catches a missing or doubled contribution) */
             for (size_t i = 0; !rc && i < sp.count; i++) {
                 double ref = 0;
@@ -852,6 +1483,7 @@ static int script_bitid(rank_ctx_t *c)
                     memcpy(o->keep + o->keep_len, gr.p, add);
                     o->keep_len += add;
                     o->colls++;
+                    if (path >= 0) o->paths[path]++;
                 }
             }
             gfree(&gs);
@@ -920,8 +1552,15 @@ static void *rank_main(void *arg)
         return NULL;
     }
     hook_ep_t hep = { w, c->rank };
-    shm_coll_hooks_t hooks = { .ep = &hep, .peer_check = hook_peer_check, .wake = hook_wake };
-    c->co = shm_coll_new(w->area, c->rank, w->n, &HOST, &hooks);
+    shm_coll_hooks_t hooks = { .ep = &hep, .peer_check = hook_peer_check, .wake = hook_wake,
+                               .map = w->mem != MEM_PLAIN && c->rank != w->nomap_rank };
+    tl_area_lo = (uintptr_t)w->area;
+    tl_area_hi = tl_area_lo + w->area_len;
+    tl_log_mapped = tl_log_mixed = tl_log_noprobe = 0;
+    c->co = shm_coll_new(w->area, c->rank, w->n, w->old_host ? &HOST_1_2 : &HOST, &hooks);
+    /* as the core's creation round: every rank's shm_coll_new is done (and its control line,
+     * which mapped mode's probe reads, written) before any collective */
+    pthread_barrier_wait(&w->created);
     if (!c->co) {
         rfail(c, "shm_coll_new failed");
         return NULL;
@@ -932,9 +1571,17 @@ static void *rank_main(void *arg)
     case MODE_STRESS: script_stress(c); break;
     case MODE_MISMATCH: script_mismatch(c); break;
     case MODE_BITID: script_bitid(c); break;
+    case MODE_MAP_MATRIX: script_map_matrix(c); break;
+    case MODE_MAP_MIXED: script_map_mixed(c); break;
     default: break;
     }
     shm_coll_free(c->co);
+    for (int i = 0; i < POOL; i++) tmem_free(c->pool[i]);
+    rank_out_t *o = &w->out[c->rank];
+    o->log_mapped = tl_log_mapped;
+    o->log_mixed = tl_log_mixed;
+    o->log_noprobe = tl_log_noprobe;
+    snprintf(o->log_noprobe_msg, sizeof o->log_noprobe_msg, "%.500s", tl_log_noprobe_msg);
     return NULL;
 }
 
@@ -952,6 +1599,15 @@ static void run_world(world_t *w, const char *name)
     atomic_init(&w->arrivals, 0);
     atomic_init(&w->wakes, 0);
     atomic_init(&w->peer_checks, 0);
+    ck_assert_int_eq(pthread_barrier_init(&w->created, NULL, (unsigned)w->n), 0);
+    char why[512] = "";
+    if (w->mem != MEM_PLAIN) {
+        w->evidence = proc_fd_works(why, sizeof why);
+        if (!w->evidence)
+            fprintf(stderr, "test_shm_coll: %s: mapped mode cannot run here (%s): only its "
+                    "fallback to staging is tested\n", name, why);
+    }
+    unsigned long queries = atomic_load(&tmem_queries);
     for (int r = 0; r < w->n; r++) {
         w->efd[r] = -1;
         if (w->sleepy) {
@@ -964,15 +1620,18 @@ static void run_world(world_t *w, const char *name)
     rank_ctx_t ctx[MAXN];
     pthread_t th[MAXN];
     for (int r = 0; r < w->n; r++) {
-        ctx[r] = (rank_ctx_t){ .w = w, .rank = r, .delay_rng = 1000 + (uint64_t)r };
+        ctx[r] = (rank_ctx_t){ .w = w, .rank = r, .delay_rng = 1000 + (uint64_t)r,
+                               .mem_rng = 2000 + (uint64_t)r };
         ck_assert_int_eq(pthread_create(&th[r], NULL, rank_main, &ctx[r]), 0);
     }
     for (int r = 0; r < w->n; r++) pthread_join(th[r], NULL);   /* deadlines: cannot hang */
     double secs = (double)(cohort_now_ns() - t0) / 1e9;
     for (int r = 0; r < w->n; r++)
         if (w->efd[r] >= 0) close(w->efd[r]);
+    pthread_barrier_destroy(&w->created);
     free(w->area);
     w->area = NULL;
+    queries = atomic_load(&tmem_queries) - queries;
 
     char all[4096] = "";
     size_t used = 0;
@@ -990,7 +1649,44 @@ static void run_world(world_t *w, const char *name)
             w->n, w->round, w->out[0].colls, secs, w->out[0].advances,
             (unsigned long long)atomic_load(&w->peer_checks), sleeps,
             (unsigned long long)atomic_load(&w->wakes));
+    if (w->mem != MEM_PLAIN) {
+        const rank_out_t *o = &w->out[0];
+        fprintf(stderr, "test_shm_coll:   rank 0: from %zu bytes %llu staged, %llu mapped, %llu "
+                "mixed; %llu blocks; logged: %u mapped, %u mixed, %u cannot map; %lu "
+                "mem_shared calls in all\n", MAP_BYTES, o->paths[PATH_STAGED],
+                o->paths[PATH_MAPPED], o->paths[PATH_MIXED], o->blocks, o->log_mapped,
+                o->log_mixed, o->log_noprobe, queries);
+    }
     ck_assert_msg(!failed, "%s n=%d round=%zu failed:%s", name, w->n, w->round, all);
+    if (w->old_host)
+        ck_assert_msg(queries == 0, "%s: an ABI 1.2 host table (no mem_shared) got %lu "
+                      "mem_shared calls", name, queries);
+}
+
+/* After a world with test-allocator buffers: coll.c said (in its once-per-endpoint log lines)
+ * that it ran mapped and mixed collectives where they were due, and never where they were not;
+ * every rank went through at least min_blocks blocks. */
+static void check_mapped_world(const world_t *w, const char *name, unsigned long long min_blocks)
+{
+    for (int r = 0; r < w->n; r++) {
+        const rank_out_t *o = &w->out[r];
+        if (w->evidence && w->nomap_rank < 0 && !w->old_host) {
+            ck_assert_msg(o->log_noprobe == 0, "%s n=%d: rank %d could not map its peers, "
+                          "although this process can open its own memfds through /proc: %s",
+                          name, w->n, r, o->log_noprobe_msg);
+            ck_assert_msg(!o->paths[PATH_MAPPED] || o->log_mapped, "%s n=%d: rank %d ran %llu "
+                          "collectives that had to map, and never logged '%s'", name, w->n, r,
+                          o->paths[PATH_MAPPED], LOG_MAPPED);
+            ck_assert_msg(!o->paths[PATH_MIXED] || o->log_mixed, "%s n=%d: rank %d ran %llu "
+                          "collectives on a mix of mapped and plain buffers, and never logged "
+                          "'%s'", name, w->n, r, o->paths[PATH_MIXED], LOG_MIXED);
+        }
+        if (!w->evidence || w->nomap_rank >= 0 || w->old_host)
+            ck_assert_msg(o->log_mapped == 0, "%s n=%d: rank %d logged '%s' in a world where no "
+                          "collective may map", name, w->n, r, LOG_MAPPED);
+        ck_assert_msg(o->blocks >= min_blocks, "%s n=%d: rank %d went through %llu blocks, "
+                      "fewer than %llu", name, w->n, r, o->blocks, min_blocks);
+    }
 }
 
 static void free_world(world_t *w)
@@ -1007,6 +1703,7 @@ static world_t *new_world(int n, size_t round, int mode)
     w->round = round;
     w->mode = mode;
     w->salt = 0x0123456789abcdefull ^ ((uint64_t)mode << 40) ^ ((uint64_t)n << 32) ^ round;
+    w->nomap_rank = -1;
     return w;
 }
 
@@ -1110,6 +1807,113 @@ START_TEST(test_bit_identical)
 }
 END_TEST
 
+/* The test's allocator itself: mem_shared finds ranges inside its blocks only, ids count up
+ * across frees (fd numbers come back), the host table's size covers mem_shared. */
+START_TEST(test_mem_shared)
+{
+    ck_assert(COHORT_HAS_FIELD(&HOST, cohort_host_v1_t, mem_shared));
+    ck_assert(!COHORT_HAS_FIELD(&HOST_1_2, cohort_host_v1_t, mem_shared));
+    size_t len = 0;
+    unsigned char *b = tmem_alloc(5000, &len);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_ge(len, 5000);
+    int fd = -1, fd2 = -1;
+    uint64_t id = 0, id2 = 0, off = 0;
+    ck_assert_int_eq(tmem_shared(b + 100, len - 100, &fd, &id, &off), 1);
+    ck_assert_uint_eq(off, 100);
+    ck_assert_int_eq(tmem_shared(b, len + 1, &fd, &id, &off), 0);
+    ck_assert_int_eq(tmem_shared(b + len, 1, &fd, &id, &off), 0);
+    ck_assert_int_eq(tmem_shared(b - 1, 2, &fd, &id, &off), 0);
+    int x;
+    ck_assert_int_eq(tmem_shared(&x, sizeof x, &fd, &id, &off), 0);
+    ck_assert_int_eq(tmem_shared(b, 1, &fd, &id, &off), 1);
+    tmem_free(b);
+    ck_assert_int_eq(tmem_shared(b, 1, &fd2, &id2, &off), 0);
+    b = tmem_alloc(1, &len);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_int_eq(tmem_shared(b, len, &fd2, &id2, &off), 1);
+    ck_assert_uint_gt(id2, id);
+    tmem_free(b);
+    char why[512];
+    if (!proc_fd_works(why, sizeof why))
+        fprintf(stderr, "test_shm_coll: mapped mode cannot run here: %s\n", why);
+}
+END_TEST
+
+/* _i: n = matrix_ns[_i]; a small round for n = 3 and 5 (what is below MAP_BYTES runs staged) */
+START_TEST(test_mapped_matrix)
+{
+    int n = matrix_ns[_i];
+    size_t round = n == 3 || n == 5 ? shm_coll_round(n, 4096) : (size_t)SHM_COLL_DEFAULT_ROUND;
+    world_t *w = new_world(n, round, MODE_MAP_MATRIX);
+    w->mem = MEM_ALL;
+    run_world(w, "mapped matrix");
+    check_mapped_world(w, "mapped matrix", MIN_BLOCKS);
+    free_world(w);
+}
+END_TEST
+
+/* _i: 0-3: n = 2, 3, 4, 8; 4: n = 4 with hooks.map 0 on rank 2 (never maps, anywhere); 5: n = 3
+ * with an ABI 1.2 host table (no mem_shared: never maps, never calls it) */
+START_TEST(test_mapped_mixed)
+{
+    static const int ns[] = { 2, 3, 4, 8, 4, 3 };
+    int n = ns[_i];
+    world_t *w = new_world(n, shm_coll_round(n, 4096), MODE_MAP_MIXED);
+    w->mem = MEM_MIX;
+    w->reuse = 1;
+    if (_i == 4) w->nomap_rank = 2;
+    if (_i == 5) w->old_host = 1;
+    const char *name = _i == 4 ? "mapped, mixed buffers, hooks.map 0 on rank 2"
+                       : _i == 5 ? "mapped, mixed buffers, ABI 1.2 host table"
+                       : "mapped, mixed buffers";
+    run_world(w, name);
+    check_mapped_world(w, name, 0);
+    free_world(w);
+}
+END_TEST
+
+/* _i = 0: yielding waiters; 1: sleeping waiters. Each rank keeps POOL blocks and replaces them
+ * at random: the peers' caches see new blocks, evict, and map a block writable that they had
+ * mapped read-only. */
+START_TEST(test_mapped_stress)
+{
+    world_t *w = new_world(4, shm_coll_round(4, 4096), MODE_STRESS);
+    w->mem = MEM_MIX;
+    w->reuse = 1;
+    w->sleepy = _i;
+    const char *name = _i ? "mapped stress, sleeping waiters" : "mapped stress";
+    run_world(w, name);
+    ck_assert_uint_eq(w->out[0].colls, _i ? MAP_SLEEPY_STEPS : MAP_STRESS_STEPS);
+    check_mapped_world(w, name, MIN_BLOCKS);
+    free_world(w);
+}
+END_TEST
+
+/* _i: n = 2 (out of place on both: each rank may reduce the whole vector), 3 */
+START_TEST(test_mapped_bit_identical)
+{
+    int n = _i ? 3 : 2;
+    size_t round = SHM_COLL_DEFAULT_ROUND;
+    world_t *w = new_world(n, round, MODE_BITID);
+    w->mem = MEM_ALL;
+    w->reuse = _i;
+    run_world(w, "mapped bit-identical allreduce");
+    check_mapped_world(w, "mapped bit-identical allreduce", 0);
+    ck_assert_uint_gt(w->out[0].keep_len, 0);
+    for (int r = 1; r < n; r++) {
+        ck_assert_uint_eq(w->out[r].keep_len, w->out[0].keep_len);
+        if (memcmp(w->out[r].keep, w->out[0].keep, w->out[0].keep_len)) {
+            size_t k = 0;
+            while (w->out[r].keep[k] == w->out[0].keep[k]) k++;
+            ck_abort_msg("mapped n=%d: rank %d's float32 sums differ from rank 0's at byte "
+                         "%zu of the concatenated outputs", n, r, k);
+        }
+    }
+    free_world(w);
+}
+END_TEST
+
 static Suite *coll_suite(void)
 {
     Suite *s = suite_create("shm_coll");
@@ -1125,6 +1929,15 @@ static Suite *coll_suite(void)
     tcase_add_loop_test(tc, test_stress, 0, 2);
     tcase_add_loop_test(tc, test_tag_mismatch, 0, 8);
     tcase_add_loop_test(tc, test_bit_identical, 0, 4);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("mapped");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_mem_shared);
+    tcase_add_loop_test(tc, test_mapped_matrix, 0, (int)(sizeof matrix_ns / sizeof matrix_ns[0]));
+    tcase_add_loop_test(tc, test_mapped_mixed, 0, 6);
+    tcase_add_loop_test(tc, test_mapped_stress, 0, 2);
+    tcase_add_loop_test(tc, test_mapped_bit_identical, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
