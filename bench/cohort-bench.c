@@ -112,11 +112,12 @@ typedef struct {
     int ylog;
     int same_buffer;              /* --same-buffer: every call at the start of the buffers */
     int cohort_mem;               /* --mem cohort: buffers from cohort_mem_alloc */
+    int touch;                    /* --touch: write sendbuf, read recvbuf before each timed call */
 } opts_t;
 
 enum {
     OPT_CHECK = 256, OPT_TRANSPORT, OPT_ALGO, OPT_JSON, OPT_CSV, OPT_LABEL, OPT_SVG, OPT_FROM,
-    OPT_LABELS, OPT_TITLE, OPT_YLOG, OPT_SAME, OPT_MEM
+    OPT_LABELS, OPT_TITLE, OPT_YLOG, OPT_SAME, OPT_MEM, OPT_TOUCH
 };
 
 static void usage(FILE *f, const char *prog)
@@ -148,6 +149,10 @@ static void usage(FILE *f, const char *prog)
         "                           peers' MPI driver) instead of moving through them\n"
         "      --mem KIND           malloc (default) or cohort: buffers from cohort_mem_alloc,\n"
         "                           which node collectives over shm read in place\n"
+        "      --touch              before each timed call, store to every cache line of the\n"
+        "                           send buffer and load every line of the receive buffer (a\n"
+        "                           producer and a consumer: data must move between cores;\n"
+        "                           the time includes them)\n"
         "      --svg FILE --from J1,J2,...  [--labels L1,L2,...] [--title T] [--ylog]\n"
         "                           no communication: plot busbw against size from JSON files\n"
         "                           of earlier runs, one polyline per file, as a standalone SVG\n"
@@ -227,6 +232,7 @@ static int parse_options(int argc, char **argv, opts_t *o)
         { "ylog", no_argument, 0, OPT_YLOG },
         { "same-buffer", no_argument, 0, OPT_SAME },
         { "mem", required_argument, 0, OPT_MEM },
+        { "touch", no_argument, 0, OPT_TOUCH },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -385,6 +391,7 @@ static int parse_options(int argc, char **argv, opts_t *o)
         case OPT_CSV: o->csv = optarg; break;
         case OPT_LABEL: o->label = optarg; break;
         case OPT_SAME: o->same_buffer = 1; break;
+        case OPT_TOUCH: o->touch = 1; break;
         case OPT_MEM:
             if (!strcmp(optarg, "cohort") || !strcmp(optarg, "malloc")) {
                 o->cohort_mem = !strcmp(optarg, "cohort");
@@ -838,6 +845,21 @@ static void call_failed(bench_t *b, const char *what, const geom_t *g, cohort_dt
     b->failed = 1;
 }
 
+/* --touch: what a training step does around a collective: it writes the input (a store to every
+ * cache line, of the value already there so that results stay checkable: the line becomes this
+ * core's, wherever it was) and reads the result. */
+static void touch(bench_t *b, size_t off, size_t total, int inplace)
+{
+    volatile unsigned char *s = (volatile unsigned char *)(inplace ? b->recvbuf : b->sendbuf) + off;
+    const volatile unsigned char *r = (const volatile unsigned char *)b->recvbuf + off;
+    unsigned char sink = 0;
+    for (size_t k = 0; k < total; k += 64) {
+        s[k] = s[k];
+        sink ^= r[k];
+    }
+    (void)sink;
+}
+
 /* Check (one call), warm up, time. Returns 0, or -1 after a failed call (reported). */
 static int run_placement(bench_t *b, const geom_t *g, cohort_dtype_t dt, cohort_op_t op,
                          int inplace, unsigned seed, meas_t *m, char *algo, size_t algolen)
@@ -887,6 +909,8 @@ static int run_placement(bench_t *b, const geom_t *g, cohort_dtype_t dt, cohort_
         int end = (int)((long long)iters * (rep + 1) / b->nreps);
         int n_in_rep = end - it;
         for (; it < end; it++) {
+            if (b->o.touch && coll != C_BARRIER)
+                touch(b, total * ((size_t)it % steps), total, inplace);
             st = run_coll(b, g, dt, op, inplace, total * ((size_t)it % steps));
             if (st != COHORT_SUCCESS) {
                 call_failed(b, "timed call", g, dt, op, inplace, st);

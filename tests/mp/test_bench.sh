@@ -15,6 +15,10 @@ for coll in allreduce broadcast allgather reduce_scatter alltoall; do
     run_case "bench np=3 $coll on cohort_mem_alloc buffers (--mem cohort), checked" \
         "$COHORTRUN" -np 3 "$BENCH" -c "$coll" -b 8 -e 4M -f 16 -d float32 -o sum -n 2 -w 1 --mem cohort
 done
+run_case "bench np=2 allreduce with --touch, both memories, checked" sh -c '
+    "$0" -np 2 "$1" -c allreduce -b 64K -e 1M -f 4 -n 5 -w 1 --touch --same-buffer &&
+    "$0" -np 2 "$1" -c allreduce -b 64K -e 1M -f 4 -n 5 -w 1 --touch --mem cohort' \
+    "$COHORTRUN" "$BENCH"
 run_case "bench --mem with an unknown kind is refused (exit 2)" sh -c '
     "$0" --mem huge >"$1/mem.out" 2>&1; [ $? = 2 ] && grep -q "unknown memory .huge." "$1/mem.out"' \
     "$BENCH" "$tmp"
