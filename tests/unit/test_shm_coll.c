@@ -1290,23 +1290,26 @@ static size_t map_count(int t, int coll, size_t es)
     }
 }
 
+/* The collectives that may run mapped (coll.c's map_try). */
+static const int MAP_KINDS[] = { COHORT_TP_ALLREDUCE, COHORT_TP_BROADCAST, COHORT_TP_ALLGATHER,
+                                 COHORT_TP_REDUCE_SCATTER, COHORT_TP_ALLTOALL };
+#define NMAP_KINDS ((int)(sizeof MAP_KINDS / sizeof MAP_KINDS[0]))
+
 /* Every collective that may map, count templates around MAP_BYTES and large, in place and out
  * of place, int32 / float32 / float64 x SUM / MAX / AVG; broadcast from every root. Every buffer
  * is a fresh block (w->reuse 0): the peers' caches see a new block each time. */
 static int script_map_matrix(rank_ctx_t *c)
 {
     const int n = c->w->n;
-    static const int kinds[] = { COHORT_TP_ALLREDUCE, COHORT_TP_BROADCAST, COHORT_TP_ALLGATHER,
-                                 COHORT_TP_REDUCE_SCATTER, COHORT_TP_ALLTOALL };
     spec_t b = { .coll = COHORT_TP_BARRIER };
     if (run_spec(c, &b, 0)) return -1;
     int combo = 0;
-    for (int k = 0; k < (int)(sizeof kinds / sizeof kinds[0]); k++) {
+    for (int k = 0; k < NMAP_KINDS; k++) {
         for (int t = 0; t < 4; t++)
-            for (int ip = 0; ip < (kinds[k] == COHORT_TP_BROADCAST ? 1 : 2); ip++, combo++) {
-                spec_t sp = { .coll = kinds[k], .dt = MAP_DTYPES[combo % 3],
+            for (int ip = 0; ip < (MAP_KINDS[k] == COHORT_TP_BROADCAST ? 1 : 2); ip++, combo++) {
+                spec_t sp = { .coll = MAP_KINDS[k], .dt = MAP_DTYPES[combo % 3],
                               .op = OPS[(combo / 3) % 3], .root = (t + k) % n,
-                              .inplace = ip || kinds[k] == COHORT_TP_BROADCAST };
+                              .inplace = ip || MAP_KINDS[k] == COHORT_TP_BROADCAST };
                 sp.count = map_count(t, sp.coll, esz(sp.dt));
                 if (run_spec(c, &sp, 0)) return -1;
             }
@@ -1328,17 +1331,15 @@ static int script_map_matrix(rank_ctx_t *c)
 static int script_map_mixed(rank_ctx_t *c)
 {
     const int n = c->w->n;
-    static const int kinds[] = { COHORT_TP_ALLREDUCE, COHORT_TP_BROADCAST, COHORT_TP_ALLGATHER,
-                                 COHORT_TP_REDUCE_SCATTER, COHORT_TP_ALLTOALL };
     spec_t b = { .coll = COHORT_TP_BARRIER };
     if (run_spec(c, &b, 0)) return -1;
     int combo = 0;
-    for (int k = 0; k < (int)(sizeof kinds / sizeof kinds[0]); k++) {
+    for (int k = 0; k < NMAP_KINDS; k++) {
         for (int pat = PAT_ALL; pat < NPAT; pat++)
             for (int v = 0; v < 3; v++, combo++) {
-                spec_t sp = { .coll = kinds[k], .dt = MAP_DTYPES[combo % 3],
+                spec_t sp = { .coll = MAP_KINDS[k], .dt = MAP_DTYPES[combo % 3],
                               .op = OPS[(combo / 3) % 3], .root = (pat + v) % n,
-                              .inplace = (pat + v) & 1 || kinds[k] == COHORT_TP_BROADCAST,
+                              .inplace = (pat + v) & 1 || MAP_KINDS[k] == COHORT_TP_BROADCAST,
                               .pat = pat };
                 size_t es = esz(sp.dt);
                 /* just above; twice as large; in place on some ranks */
