@@ -133,8 +133,9 @@ cohort_status_t cohort_barrier(cohort_comm_t *comm);
  * buffers of a collective come from here, the shared-memory transport's node collectives read
  * the peers' buffers themselves instead of copying them through staging slots (about one copy
  * per byte less). Zeroed, page-aligned, one file descriptor per block; needs no communicator
- * and may be called from any thread. A peer keeps a freed block mapped (its pages in use) until
- * it needs the room or its communicator is destroyed. */
+ * and may be called from any thread. Allocate once and reuse: the first collective on a block
+ * maps it on every peer of the node (an open and an mmap each). A peer keeps a freed block
+ * mapped (its pages in use) until it needs the room or its communicator is destroyed. */
 cohort_status_t cohort_mem_alloc(size_t size, void **ptr);
 /* Frees a block from cohort_mem_alloc (ptr as returned); NULL does nothing. */
 cohort_status_t cohort_mem_free(void *ptr);

@@ -91,6 +91,12 @@ run_case "COHORT_SHM_MAP=0 on rank 1 only: the others cannot map it, all stage, 
 # read each other by CMA): every rank says so once and the collectives stage (needs root to
 # become nobody).
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
+    run_case "ranks of an ordinary user map each other (writable too), np=3" sh -c '
+        setpriv --reuid=nobody --regid=nogroup --clear-groups env COHORT_DEBUG=INFO \
+            "$0" -np 3 "$1" --big --mem cohort >"$2/nobody" 2>&1 ||
+            { grep -E "FAIL|ERR|collcheck" "$2/nobody" | head -20; exit 1; }
+        [ "$(grep -c "read the ranks. cohort_mem_alloc buffers in place" "$2/nobody")" = 3 ]' \
+        "$COHORTRUN" "$CC" "$tmp"
     run_case "ranks that cannot map each other: staged, and the log says why, np=3" sh -c '
         setpriv --reuid=nobody --regid=nogroup --clear-groups env COHORT_DEBUG=INFO \
             "$0" -np 3 "$1" --big --mem cohort --nodump >"$2/nomap" 2>&1 ||
@@ -98,7 +104,7 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
         [ "$(grep -c "cannot map the memory of rank" "$2/nomap")" = 3 ] && ! grep -q "buffers in place" "$2/nomap"' \
         "$COHORTRUN" "$CC" "$tmp"
 else
-    ok "# SKIP ranks that cannot map each other: needs root and setpriv"
+    ok "# SKIP ranks of user nobody (mapping, and not dumpable): needs root and setpriv"
 fi
 run_case "COHORT_SHM_COLL_CHUNK=12 is refused naming the variable" sh -c '
     ! COHORT_SHM_COLL_CHUNK=12 "$0" -np 2 "$1" >"$2/badchunk" 2>&1 &&
