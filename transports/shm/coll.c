@@ -822,7 +822,6 @@ static int compute_map(shm_coll_t *co)
     }
 }
 
-
 /* Phase B in single-copy mode: read the peers' buffers into ours. */
 static cohort_status_t compute_cma(shm_coll_t *co)
 {
