@@ -18,8 +18,8 @@
  * it waits for needs (~4 ms here, against ~1 us for a yield). Otherwise it still yields every
  * YIELD_EVERY fruitless polls: the scheduler may put two ranks on one CPU for a while although
  * there are enough (another process on the other one, or the host taking it away), and then a
- * pure spin costs each step the whole COHORT_SPIN_US (500 us per 8-byte allreduce at np 2, two
- * ranks moved onto one CPU after their start, against 1.8 us with these yields); alone on its
+ * pure spin costs each step the whole COHORT_SPIN_US (~520 us per 4-byte allreduce at np 2, two
+ * ranks moved onto one CPU after their start, against ~3 us with these yields); alone on its
  * CPU a yield returns at once (~0.3 us). */
 #define PROGRESS_EVERY 8
 #define YIELD_EVERY 32
