@@ -39,17 +39,6 @@ static uint64_t next_id;
 static pid_t owner;            /* the process that made the blocks: a forked child inherits the
                                   mappings but not the right to hand them out under its pid */
 
-static int memfd(const char *name)
-{
-#ifdef MFD_CLOEXEC
-    return memfd_create(name, MFD_CLOEXEC);
-#else
-    (void)name;
-    errno = ENOSYS;
-    return -1;
-#endif
-}
-
 cohort_status_t cohort_mem_alloc(size_t size, void **ptr)
 {
     if (!ptr) return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_mem_alloc: ptr is NULL");
@@ -72,7 +61,7 @@ cohort_status_t cohort_mem_alloc(size_t size, void **ptr)
 
     char name[64];
     snprintf(name, sizeof name, "cohort-mem-%d-%llu", (int)getpid(), (unsigned long long)id);
-    int fd = memfd(name);
+    int fd = memfd_create(name, MFD_CLOEXEC);
     if (fd < 0)
         return cohort_error(errno == EMFILE || errno == ENFILE ? COHORT_ERR_SYSTEM
                             : errno == ENOMEM ? COHORT_ERR_NO_MEMORY : COHORT_ERR_SYSTEM,

@@ -194,14 +194,6 @@ static inline double f64_max(double a, double b)
 typedef void (*kernel2_fn)(void *io, const void *in, size_t n);
 typedef void (*kernel3_fn)(void *out, const void *a, const void *b, size_t n);
 
-/* EXPR combines x (left operand) and y (right operand):
- *   name##_2:  io[i] = io[i] OP in[i]
- *   name##_2r: io[i] = in[i] OP io[i]   (keeps the operand order when out == b)
- *   name##_3:  out[i] = a[i] OP b[i]
- * The operand order is kept on every path, so MIN/MAX return the same NaN whichever path runs
- * (allreduce_rd relies on ranks agreeing bitwise). For + and * the compiler may still swap the
- * operands (C leaves the NaN payload of a + b unspecified), so only the payload of a NaN from
- * SUM/PROD may differ between paths; every value does not. */
 /* x86-64: every kernel is also built for AVX2 (32-byte vectors) and the loader picks the version
  * once, by CPU (gcc's target_clones, an ifunc). Element-wise, so both give the same bits. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(COHORT_NO_CLONES)
@@ -210,6 +202,14 @@ typedef void (*kernel3_fn)(void *out, const void *a, const void *b, size_t n);
 #define KCLONES
 #endif
 
+/* EXPR combines x (left operand) and y (right operand):
+ *   name##_2:  io[i] = io[i] OP in[i]
+ *   name##_2r: io[i] = in[i] OP io[i]   (keeps the operand order when out == b)
+ *   name##_3:  out[i] = a[i] OP b[i]
+ * The operand order is kept on every path, so MIN/MAX return the same NaN whichever path runs
+ * (allreduce_rd relies on ranks agreeing bitwise). For + and * the compiler may still swap the
+ * operands (C leaves the NaN payload of a + b unspecified), so only the payload of a NaN from
+ * SUM/PROD may differ between paths; every value does not. */
 #define KERNELS(name, T, EXPR)                                                                \
     KCLONES static void name##_2(void *restrict io_, const void *restrict in_, size_t n)      \
     {                                                                                         \

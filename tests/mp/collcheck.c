@@ -7,7 +7,8 @@
  * not dumpable, so that ranks of another user than root can neither map its memory nor read it
  * by CMA (the fallbacks). --colocate: after creation every rank moves onto one CPU (cohort saw
  * enough CPUs, so its waits do not know that they share one) and runs 100000 tiny allreduces,
- * which must take less than 20 s (a pure spin would cost each one COHORT_SPIN_US). Also split, OOB init, count mismatch and bad arguments.
+ * which must take less than 20 s (a pure spin would cost each one COHORT_SPIN_US). Also split,
+ * OOB init, count mismatch and bad arguments.
  * Prints one summary line per rank and "N passed, N failed" on rank 0; exits 1 on any failure. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE   /* sched_setaffinity */

@@ -722,20 +722,15 @@ static void reduce_mine(shm_coll_t *co, void *out, const void *own, size_t at, s
     reduce_from(co, out, own, co->srcs, at, len);
 }
 
-/* Rank r's slice of a reduction round of len bytes: [*at, *at + *slen). */
-static void slice_of(const shm_coll_t *co, int r, size_t len, size_t *at, size_t *slen)
+/* Our slice of a reduction round of len bytes: [*at, *at + *slen). */
+static void my_slice(const shm_coll_t *co, size_t len, size_t *at, size_t *slen)
 {
     size_t per = (len + (size_t)co->n - 1) / (size_t)co->n;
     per = (per + LINE - 1) / LINE * LINE;   /* a multiple of every element size */
-    size_t lo = per * (size_t)r;
+    size_t lo = per * (size_t)co->rank;
     *at = lo < len ? lo : len;
     size_t hi = lo + per < len ? lo + per : len;
     *slen = hi > *at ? hi - *at : 0;
-}
-
-static void my_slice(const shm_coll_t *co, size_t len, size_t *at, size_t *slen)
-{
-    slice_of(co, co->rank, len, at, slen);
 }
 
 /* Phase B of a collective's first round, when it may map: every rank's flag is in, so every rank
