@@ -10,6 +10,9 @@
  *             parent: the split returns ABORTED within 2 s.
  *   mismatch  rank 0 calls allreduce with 10 floats, rank 1 with 20: both get MISMATCH, and each
  *             message names both calls (count 10 and count 20).
+ *   roots     (shm) every rank broadcasts 2 floats as the root (root = its rank): the broadcasts
+ *             return (a small broadcast's root waits for no one), the allreduce after them gets
+ *             MISMATCH on every rank, saying that the earlier collectives differ.
  *   long      two allreduces 3 s apart on every rank (run with COHORT_TIMEOUT=1): the job runs
  *             to its end.
  *   stall     rank 2 (of 3) joins an allreduce 4 s late (run with COHORT_STALL_WARN=1): the
@@ -84,7 +87,7 @@ static void on_alarm(int sig)
 int main(int argc, char **argv)
 {
     int rank = -1;
-    if (argc != 2) FAIL("usage: ctlcheck thread|signal|split|mismatch|stall");
+    if (argc != 2) FAIL("usage: ctlcheck thread|signal|split|mismatch|roots|long|stall");
     const char *mode = argv[1];
     int fds0 = count_fds();
     if (cohort_comm_init(&world)) FAIL("init: %s", cohort_last_error());
@@ -156,6 +159,17 @@ int main(int argc, char **argv)
         if (st != COHORT_ERR_MISMATCH) FAIL("got %s, not mismatch: %s", cohort_strerror(st), msg);
         if (!strstr(msg, "count 10") || !strstr(msg, "count 20"))
             FAIL("the message does not name both calls: %s", msg);
+        printf("ok: rank %d: %s\n", rank, msg);
+        cohort_comm_destroy(world);
+    } else if (!strcmp(mode, "roots")) {
+        st = cohort_broadcast(world, buf, 2, COHORT_FLOAT32, rank);
+        if (st) FAIL("broadcast as root %d: %s", rank, cohort_last_error());
+        st = cohort_allreduce(world, buf, buf, 8, COHORT_FLOAT32, COHORT_SUM);
+        const char *msg = cohort_last_error();
+        if (st != COHORT_ERR_MISMATCH) FAIL("allreduce after broadcasts with disagreeing roots "
+                                            "got %s, not mismatch: %s", cohort_strerror(st), msg);
+        if (!strstr(msg, "earlier collectives differ"))
+            FAIL("the message does not say that the earlier collectives differ: %s", msg);
         printf("ok: rank %d: %s\n", rank, msg);
         cohort_comm_destroy(world);
     } else if (!strcmp(mode, "long")) {

@@ -49,6 +49,17 @@
  *     they map writable): at least MIN_BLOCKS blocks per rank; yielding and sleeping waiters;
  * (8) float32 SUM allreduce of non-integer data in mapped mode: bit-identical on every rank, at
  *     n = 2 and 3, out of place, in place, and in place on rank 0 only.
+ *
+ * Small broadcasts (coll.c's small lane, up to SB_BYTES: the root does not wait for anyone):
+ * (9) root ahead: the other ranks start only once the root cannot go on; it must have finished
+ *     exactly SB_DEPTH_T broadcasts by then (not 1: no lane; not more: it overwrote entries
+ *     nobody read yet); then every rank checks every broadcast's data, n = 2, 3, 5;
+ * (10) small-broadcast stress: bursts from random roots, sizes up to and past SB_BYTES, among
+ *     allreduces and barriers, ranks falling far behind now and then; yielding and sleeping;
+ * (11) their mismatches: two ranks that each take themselves for the root (both finish; the
+ *     next collective fails on every rank, naming the history), a root's peer that runs an
+ *     allreduce at that step (both fail), a reader with another count (it fails, the others
+ *     finish).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -85,6 +96,10 @@
 #define STRESS_STEPS 2000
 #define SLEEPY_STEPS 600
 #define MAP_BYTES ((size_t)32 << 10)          /* coll.c's MAP_MIN: mapped mode from this size */
+#define SB_BYTES ((size_t)4 << 10)            /* coll.c's SB_MAX: small broadcasts up to this */
+#define SB_DEPTH_T 64                         /* coll.c's SB_DEPTH */
+#define SB_STRESS_STEPS 3000
+#define SB_SLEEPY_STEPS 1000
 #define MAP_STRESS_STEPS 700
 #define MAP_SLEEPY_STEPS 300
 #define POOL 3                                /* mapped stress: blocks each rank keeps */
@@ -383,7 +398,8 @@ static const cohort_host_v1_t HOST_1_2 = {
 
 /* ---- the world: one area, n ranks ---------------------------------------------------------- */
 
-enum { MODE_MATRIX, MODE_STRESS, MODE_MISMATCH, MODE_BITID, MODE_MAP_MATRIX, MODE_MAP_MIXED };
+enum { MODE_MATRIX, MODE_STRESS, MODE_MISMATCH, MODE_BITID, MODE_MAP_MATRIX, MODE_MAP_MIXED,
+       MODE_SB_AHEAD, MODE_SB_STRESS, MODE_SB_MISMATCH };
 
 /* Where a world's buffers come from (w->mem): malloc; the test's cohort_mem_alloc; or, per
  * collective, a pattern of both (spec_t.pat, or drawn from the collective's number). */
@@ -441,6 +457,9 @@ typedef struct world {
                                                   each collective took */
     pthread_barrier_t created;                 /* every rank's shm_coll_new is done (the core's
                                                   creation round) */
+    /* MODE_SB_AHEAD */
+    _Atomic int go;                            /* the root stalled: the others may start */
+    uint64_t stalled_at;                       /* the root's first collective that waited */
     rank_out_t out[MAXN];
 } world_t;
 
@@ -557,6 +576,11 @@ static cohort_status_t drive(rank_ctx_t *c, const cohort_tp_coll_args_t *a, cons
         if (moved != 0 && moved != 1) {
             rfail(c, "%s: advance set *moved to %d", what, moved);
             return DRIVE_STOPPED;
+        }
+        if (st == COHORT_IN_PROGRESS && w->mode == MODE_SB_AHEAD && c->rank == 0 &&
+            !w->stalled_at) {
+            w->stalled_at = c->seq;   /* the others start only now */
+            atomic_store(&w->go, 1);
         }
         if (st != COHORT_IN_PROGRESS) {
             if (st == COHORT_SUCCESS && shm_coll_active(c->co)) {
@@ -1542,6 +1566,122 @@ static int script_mismatch(rank_ctx_t *c)
     return 0;
 }
 
+/* (9): broadcasts from rank 0, which the others join only once it waits. */
+static int script_sb_ahead(rank_ctx_t *c)
+{
+    world_t *w = c->w;
+    if (c->rank) {
+        uint64_t t0 = cohort_now_ns();
+        while (!atomic_load(&w->go)) {
+            if (atomic_load(&w->abort)) return -1;
+            if (cohort_now_ns() > t0 + STALL_NS)
+                return rfail(c, "rank 0 ran 30 s of broadcasts without ever waiting for the "
+                             "others (a root that overwrites what nobody read)");
+            sched_yield();
+        }
+    }
+    for (int i = 0; i < 3 * SB_DEPTH_T + 5; i++) {
+        spec_t sp = { .coll = COHORT_TP_BROADCAST, .count = 1 + (size_t)(i % 9) * 100,
+                      .dt = COHORT_INT32, .op = COHORT_SUM };
+        if (run_spec(c, &sp, 0)) return -1;
+    }
+    spec_t ar = { .coll = COHORT_TP_ALLREDUCE, .count = 16, .dt = COHORT_INT32,
+                  .op = COHORT_SUM };
+    return run_spec(c, &ar, 0);
+}
+
+/* (10) */
+static int script_sb_stress(rank_ctx_t *c)
+{
+    world_t *w = c->w;
+    uint64_t rng = 0x5eed5eed0002ull;   /* shared: every rank draws the same collectives */
+    int steps = w->sleepy ? SB_SLEEPY_STEPS : SB_STRESS_STEPS;
+    for (int i = 0; i < steps; i++) {
+        spec_t sp;
+        memset(&sp, 0, sizeof sp);
+        uint64_t x = rng_next(&rng);
+        /* few synchronising collectives: a root can get SB_DEPTH_T ahead between them */
+        unsigned p = (unsigned)(x % 512);
+        sp.coll = p < 509 ? COHORT_TP_BROADCAST : p < 511 ? COHORT_TP_ALLREDUCE : COHORT_TP_BARRIER;
+        sp.dt = DTYPES[(x >> 8) % 4];
+        sp.op = COHORT_SUM;
+        /* mostly one root per run of 100 collectives (it gets far ahead), some at random */
+        sp.root = (int)((x >> 16) % 32 ? (unsigned)(i / 100) % (unsigned)w->n
+                                      : (unsigned)(x >> 20) % (unsigned)w->n);
+        sp.inplace = (int)((x >> 24) & 1);
+        size_t es = esz(sp.dt);
+        /* mostly within the lane, some just past it (staged), all sizes to SB_BYTES + 256 */
+        size_t lim = (x >> 28) % 4 ? SB_BYTES / es : (SB_BYTES + 256) / es;
+        sp.count = 1 + (size_t)((x >> 32) % lim);
+        if (sp.coll == COHORT_TP_ALLREDUCE) sp.count = 1 + (size_t)((x >> 32) % 64);
+        uint64_t d = rng_next(&c->delay_rng);
+        unsigned yields = (d & 63) == 0 ? 2000 + (unsigned)((d >> 8) % 2000)   /* far behind */
+                          : (d & 7) == 0 ? (unsigned)((d >> 8) % 16) : 0;
+        for (unsigned y = 0; y < yields; y++) sched_yield();
+        if (run_spec(c, &sp, 0)) return -1;
+    }
+    return 0;
+}
+
+/* One collective of count int32 on buffers of this frame (broadcast: root's data 1000 + i),
+ * tag from c->seq as run_spec makes it; its status, host->error's message in msg. */
+static cohort_status_t raw_coll(rank_ctx_t *c, int coll, size_t count, int root, int32_t *rb,
+                                char *msg, size_t len)
+{
+    const uint64_t seq = ++c->seq;
+    spec_t sp = { .coll = coll, .count = count, .dt = COHORT_INT32, .op = COHORT_SUM,
+                  .root = root };
+    int32_t sb[16];
+    for (size_t i = 0; i < 16; i++) {
+        sb[i] = (int32_t)i;
+        rb[i] = coll == COHORT_TP_BROADCAST && root == c->rank ? 1000 + (int32_t)i : -1;
+    }
+    cohort_tp_coll_args_t a = { .size = sizeof a, .coll = coll, .sendbuf = sb, .recvbuf = rb,
+                                .count = count, .dtype = COHORT_INT32, .op = COHORT_SUM,
+                                .root = root, .tag = (seq << 32) | sig32(&sp) };
+    char what[64];
+    snprintf(what, sizeof what, "%s #%llu", coll_name(coll), (unsigned long long)seq);
+    tl_msg[0] = 0;
+    cohort_status_t st = drive(c, &a, what);
+    snprintf(msg, len, "%s", tl_msg);
+    return st;
+}
+
+/* (11), after three good collectives: variant 0 (n = 2) and 1 (n = 3): ranks 0 and 1 each
+ * broadcast as the root (rank 2 reads rank 0's), then an allreduce; 2 (n = 2): rank 0 runs an
+ * allreduce where rank 1 reads a broadcast from it; 3 (n = 3): rank 1 reads with another
+ * count. */
+static int script_sb_mismatch(rank_ctx_t *c)
+{
+    world_t *w = c->w;
+    const int r = c->rank, v = w->variant;
+    for (int i = 0; i < 3; i++) {
+        spec_t sp = { .coll = i == 1 ? COHORT_TP_BROADCAST : COHORT_TP_ALLREDUCE, .count = 5,
+                      .dt = COHORT_INT32, .op = COHORT_SUM, .root = i % w->n };
+        if (run_spec(c, &sp, 0)) return -1;
+    }
+    rank_out_t *o = &w->out[r];
+    int32_t rb[16];
+    int coll = COHORT_TP_BROADCAST, root = 0;
+    size_t count = 2;
+    if (v <= 1) root = r == 1 ? 1 : 0;
+    if (v == 2 && r == 0) coll = COHORT_TP_ALLREDUCE;
+    if (v == 3 && r == 1) count = 3;
+    o->st_coll = raw_coll(c, coll, count, root, rb, o->msg_coll, sizeof o->msg_coll);
+    if (o->st_coll == DRIVE_STOPPED) return -1;
+    if (o->st_coll == COHORT_SUCCESS && coll == COHORT_TP_BROADCAST && r != root &&
+        (rb[0] != 1000 || rb[1] != 1001 || rb[2] != -1))
+        return rfail(c, "broadcast from rank %d: got %d %d %d, expected 1000 1001 -1", root,
+                     (int)rb[0], (int)rb[1], (int)rb[2]);
+    o->st_after = COHORT_SUCCESS;
+    if (v <= 1) {
+        o->st_after = raw_coll(c, COHORT_TP_ALLREDUCE, 4, 0, rb, o->msg_after,
+                               sizeof o->msg_after);
+        if (o->st_after == DRIVE_STOPPED) return -1;
+    }
+    return 0;
+}
+
 static void *rank_main(void *arg)
 {
     rank_ctx_t *c = arg;
@@ -1574,6 +1714,9 @@ static void *rank_main(void *arg)
     case MODE_BITID: script_bitid(c); break;
     case MODE_MAP_MATRIX: script_map_matrix(c); break;
     case MODE_MAP_MIXED: script_map_mixed(c); break;
+    case MODE_SB_AHEAD: script_sb_ahead(c); break;
+    case MODE_SB_STRESS: script_sb_stress(c); break;
+    case MODE_SB_MISMATCH: script_sb_mismatch(c); break;
     default: break;
     }
     shm_coll_free(c->co);
@@ -1915,6 +2058,81 @@ START_TEST(test_mapped_bit_identical)
 }
 END_TEST
 
+/* (9) _i: n = 2, 3, 5 */
+START_TEST(test_sb_ahead)
+{
+    static const int ns[] = { 2, 3, 5 };
+    int n = ns[_i];
+    world_t *w = new_world(n, shm_coll_round(n, 4096), MODE_SB_AHEAD);
+    run_world(w, "small broadcasts, root ahead");
+    ck_assert_msg(w->stalled_at == SB_DEPTH_T + 1, "n=%d: the root first waited for the others "
+                  "in collective #%llu; it should finish %d small broadcasts alone and wait in "
+                  "the next", n, (unsigned long long)w->stalled_at, SB_DEPTH_T);
+    for (int r = 0; r < n; r++) ck_assert_uint_eq(w->out[r].colls, 3 * SB_DEPTH_T + 6);
+    free_world(w);
+}
+END_TEST
+
+/* (10) _i = 0: n = 4, yielding; 1: n = 4, sleeping; 2: n = 2, yielding */
+START_TEST(test_sb_stress)
+{
+    int n = _i == 2 ? 2 : 4;
+    world_t *w = new_world(n, shm_coll_round(n, 4096), MODE_SB_STRESS);
+    w->sleepy = _i == 1;
+    run_world(w, _i == 1 ? "small-broadcast stress, sleeping waiters" : "small-broadcast stress");
+    for (int r = 0; r < n; r++)
+        ck_assert_uint_eq(w->out[r].colls, w->sleepy ? SB_SLEEPY_STEPS : SB_STRESS_STEPS);
+    free_world(w);
+}
+END_TEST
+
+/* (11) _i: the variant of script_sb_mismatch */
+START_TEST(test_sb_mismatch)
+{
+    int n = _i == 1 || _i == 3 ? 3 : 2;
+    world_t *w = new_world(n, shm_coll_round(n, 4096), MODE_SB_MISMATCH);
+    w->variant = _i;
+    run_world(w, "small-broadcast mismatch");
+    for (int r = 0; r < n; r++) {
+        const rank_out_t *o = &w->out[r];
+        char want[48];
+        if (_i <= 1) {   /* every broadcast finishes; the allreduce after it fails */
+            ck_assert_msg(o->st_coll == COHORT_SUCCESS, "variant %d: rank %d's broadcast: "
+                          "status %d (%s)", _i, r, (int)o->st_coll, o->msg_coll);
+            ck_assert_msg(o->st_after == COHORT_ERR_MISMATCH, "variant %d: rank %d's allreduce "
+                          "after roots that disagreed: status %d (%s), expected "
+                          "COHORT_ERR_MISMATCH", _i, r, (int)o->st_after, o->msg_after);
+            ck_assert_msg(strstr(o->msg_after, "earlier collectives differ") != NULL,
+                          "variant %d: rank %d's message does not say that the history "
+                          "differs: '%s'", _i, r, o->msg_after);
+            snprintf(want, sizeof want, "like rank %d,", r == 1 ? 0 : 1);
+            ck_assert_msg(strstr(o->msg_after, want) != NULL, "variant %d: rank %d's message "
+                          "does not name the other side ('%s'): '%s'", _i, r, want,
+                          o->msg_after);
+        } else if (_i == 2) {   /* both fail at once, each naming the other */
+            ck_assert_msg(o->st_coll == COHORT_ERR_MISMATCH, "variant 2: rank %d: status %d "
+                          "(%s), expected COHORT_ERR_MISMATCH", r, (int)o->st_coll,
+                          o->msg_coll);
+            snprintf(want, sizeof want, "but rank %d ", r == 1 ? 0 : 1);
+            ck_assert_msg(strstr(o->msg_coll, want) != NULL, "variant 2: rank %d's message "
+                          "does not name rank %d: '%s'", r, r == 1 ? 0 : 1, o->msg_coll);
+            if (r == 1)
+                ck_assert_msg(strstr(o->msg_coll, "not a broadcast from it") != NULL,
+                              "variant 2: rank 1 does not say that its root is elsewhere: "
+                              "'%s'", o->msg_coll);
+        } else {   /* only the reader with another count fails */
+            cohort_status_t want_st = r == 1 ? COHORT_ERR_MISMATCH : COHORT_SUCCESS;
+            ck_assert_msg(o->st_coll == want_st, "variant 3: rank %d: status %d (%s), expected "
+                          "%d", r, (int)o->st_coll, o->msg_coll, (int)want_st);
+            if (r == 1)
+                ck_assert_msg(strstr(o->msg_coll, "but rank 0 ") != NULL, "variant 3: rank 1's "
+                              "message does not name the root: '%s'", o->msg_coll);
+        }
+    }
+    free_world(w);
+}
+END_TEST
+
 static Suite *coll_suite(void)
 {
     Suite *s = suite_create("shm_coll");
@@ -1930,6 +2148,9 @@ static Suite *coll_suite(void)
     tcase_add_loop_test(tc, test_stress, 0, 2);
     tcase_add_loop_test(tc, test_tag_mismatch, 0, 8);
     tcase_add_loop_test(tc, test_bit_identical, 0, 4);
+    tcase_add_loop_test(tc, test_sb_ahead, 0, 3);
+    tcase_add_loop_test(tc, test_sb_stress, 0, 3);
+    tcase_add_loop_test(tc, test_sb_mismatch, 0, 4);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("mapped");
