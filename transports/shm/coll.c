@@ -49,11 +49,12 @@
  * peers' buffers, and their owners wait for every reader (phase D) before they return.
  * Small broadcasts (up to SB_MAX bytes) take one step in the small lane instead: the root copies
  * the data into its entry for the step (SB_DEPTH entries per rank, used in turn), publishes in and
- * returns without waiting for anyone; the others wait for the root's in only, check its tag in
- * the entry and copy the data out. A root can so run SB_DEPTH broadcasts ahead of the slowest
- * reader (Open MPI's roots, which drop small messages into their peers' queues, never wait
- * either: np 4 on 2 cores, 8 B, 0.25 us per broadcast against cohort's 2.65 with the full
- * synchronisation). Every rank writes an entry (tag, history, step), so a rank that is in
+ * returns without waiting for anyone; the others wait for that entry only (or for the root's in,
+ * which says that it is in another collective at this step), check its tag and copy the data
+ * out. A root can so run up to SB_DEPTH broadcasts ahead of the slowest reader, as Open MPI's
+ * roots, which drop small messages into their peers' queues, never wait either (np 4 on 2 cores,
+ * 8 B: 0.25 us per broadcast, against cohort's 2.7-3.5 when every broadcast synchronised all
+ * ranks; 0.24-0.25 now). Every rank writes an entry (tag, history, step), so a rank that is in
  * another collective at that step sees the difference. A root compares nothing; each rank's
  * history (chain_step) makes the next collective that compares catch roots that disagreed.
  * Counters are published with seq_cst stores; a waiter that wants to sleep sets its armed flag
@@ -124,12 +125,11 @@ typedef struct rank_ctl {
 
 _Static_assert(sizeof(rank_ctl_t) == 4 * LINE, "four cache lines per rank");
 
-/* A small-lane entry (each rank has SB_DEPTH, used by step % SB_DEPTH): written by its rank in
- * phase A of a small broadcast's step, the root's with the data after it. */
+/* A small-lane entry's header (each rank has SB_DEPTH, used by step % SB_DEPTH): written by
+ * its rank in phase A of a small broadcast's step; the root's data follows it (sb_data). */
 typedef struct sb_hdr {
     _Atomic uint64_t step;         /* stored last (release): the entry is for this step */
-    uint64_t tag, chain;
-    uint32_t len, pad;
+    uint64_t tag, chain, pad;
 } sb_hdr_t;
 
 _Static_assert(sizeof(sb_hdr_t) == SB_HDR, "small-lane header");
@@ -725,12 +725,10 @@ static void stage(shm_coll_t *co)
     size_t off, len;
     if (co->sb) {   /* our entry in the small lane; the root's carries the data */
         sb_hdr_t *e = sb_of(co, co->rank, co->t);
-        int root = co->rank == a->root;
-        if (root && co->bytes) memcpy(sb_data(co, co->rank, co->t, co->bytes), a->recvbuf,
-                                      co->bytes);
+        if (co->rank == a->root && co->bytes)
+            memcpy(sb_data(co, co->rank, co->t, co->bytes), a->recvbuf, co->bytes);
         e->tag = a->tag;
         e->chain = co->chain;
-        e->len = root ? (uint32_t)co->bytes : 0u;
         atomic_store_explicit(&e->step, co->t, memory_order_release);
         return;
     }
