@@ -54,8 +54,9 @@
  * (9) root ahead: the other ranks start only once the root cannot go on; it must have finished
  *     exactly SB_DEPTH_T broadcasts by then (not 1: no lane; not more: it overwrote entries
  *     nobody read yet); then every rank checks every broadcast's data, n = 2, 3, 5;
- * (10) small-broadcast stress: bursts from random roots, sizes up to and past SB_BYTES, among
- *     allreduces and barriers, ranks falling far behind now and then; yielding and sleeping;
+ * (10) small-broadcast stress: runs of 100 from one root (a few from others), sizes up to and
+ *     past SB_BYTES, a rare allreduce or barrier, ranks falling far behind now and then (so that
+ *     roots reach the lane's depth); yielding and sleeping;
  * (11) their mismatches: two ranks that each take themselves for the root (both finish; the
  *     next collective fails on every rank, naming the history), a root's peer that runs an
  *     allreduce at that step (both fail), a reader with another count (it fails, the others
