@@ -50,12 +50,12 @@
  * (8) float32 SUM allreduce of non-integer data in mapped mode: bit-identical on every rank, at
  *     n = 2 and 3, out of place, in place, and in place on rank 0 only.
  *
- * Small broadcasts (coll.c's small lane, up to SB_BYTES: the root does not wait for anyone):
+ * Small broadcasts (coll.c's small lane, up to sb_bytes(n): the root does not wait for anyone):
  * (9) root ahead: the other ranks start only once the root cannot go on; it must have finished
  *     exactly SB_DEPTH_T broadcasts by then (not 1: no lane; not more: it overwrote entries
  *     nobody read yet); then every rank checks every broadcast's data, n = 2, 3, 5;
  * (10) small-broadcast stress: runs of 100 from one root (a few from others), sizes up to and
- *     past SB_BYTES, a rare allreduce or barrier, ranks falling far behind now and then (so that
+ *     past sb_bytes(n), a rare allreduce or barrier, ranks falling far behind now and then (so that
  *     roots reach the lane's depth); yielding and sleeping;
  * (11) their mismatches: two ranks that each take themselves for the root (both finish; the
  *     next collective fails on every rank, naming the history), a root's peer that runs an
@@ -97,7 +97,6 @@
 #define STRESS_STEPS 2000
 #define SLEEPY_STEPS 600
 #define MAP_BYTES ((size_t)32 << 10)          /* coll.c's MAP_MIN: mapped mode from this size */
-#define SB_BYTES ((size_t)4 << 10)            /* coll.c's SB_MAX: small broadcasts up to this */
 #define SB_DEPTH_T 64                         /* coll.c's SB_DEPTH */
 #define SB_STRESS_STEPS 3000
 #define SB_SLEEPY_STEPS 1000
@@ -1567,6 +1566,15 @@ static int script_mismatch(rank_ctx_t *c)
     return 0;
 }
 
+/* coll.c's sb_max(n): small broadcasts up to this many bytes (16 KiB up to 8 ranks, 8 KiB at
+ * 16, 4 KiB from 32) */
+static size_t sb_bytes(int n)
+{
+    size_t m = ((size_t)8 << 20) / ((size_t)n * SB_DEPTH_T);
+    m = m > ((size_t)16 << 10) ? (size_t)16 << 10 : m < ((size_t)4 << 10) ? (size_t)4 << 10 : m;
+    return m / 64 * 64;
+}
+
 /* (9): broadcasts from rank 0, which the others join only once it waits. */
 static int script_sb_ahead(rank_ctx_t *c)
 {
@@ -1582,7 +1590,8 @@ static int script_sb_ahead(rank_ctx_t *c)
         }
     }
     for (int i = 0; i < 3 * SB_DEPTH_T + 5; i++) {
-        spec_t sp = { .coll = COHORT_TP_BROADCAST, .count = 1 + (size_t)(i % 9) * 100,
+        spec_t sp = { .coll = COHORT_TP_BROADCAST,   /* 4 bytes to sb_bytes */
+                      .count = 1 + (size_t)(i % 9) * ((sb_bytes(w->n) / 4 - 1) / 8),
                       .dt = COHORT_INT32, .op = COHORT_SUM };
         if (run_spec(c, &sp, 0)) return -1;
     }
@@ -1611,8 +1620,8 @@ static int script_sb_stress(rank_ctx_t *c)
                                       : (unsigned)(x >> 20) % (unsigned)w->n);
         sp.inplace = (int)((x >> 24) & 1);
         size_t es = esz(sp.dt);
-        /* mostly within the lane, some just past it (staged), all sizes to SB_BYTES + 256 */
-        size_t lim = (x >> 28) % 4 ? SB_BYTES / es : (SB_BYTES + 256) / es;
+        /* mostly within the lane, some just past it (staged), all sizes to sb_bytes + 256 */
+        size_t lim = (x >> 28) % 4 ? sb_bytes(w->n) / es : (sb_bytes(w->n) + 256) / es;
         sp.count = 1 + (size_t)((x >> 32) % lim);
         if (sp.coll == COHORT_TP_ALLREDUCE) sp.count = 1 + (size_t)((x >> 32) % 64);
         uint64_t d = rng_next(&c->delay_rng);

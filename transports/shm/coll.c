@@ -47,7 +47,7 @@
  * mapping), then publishes red; once every rank's red is in, all slices are everywhere and
  * nobody reads our buffers any more (two synchronisations). The other collectives read the
  * peers' buffers, and their owners wait for every reader (phase D) before they return.
- * Small broadcasts (up to SB_MAX bytes) take one step in the small lane instead: the root copies
+ * Small broadcasts (up to sb_max(n) bytes) take one step in the small lane instead: the root copies
  * the data into its entry for the step (SB_DEPTH entries per rank, used in turn), publishes in and
  * returns without waiting for anyone; the others wait for that entry only (or for the root's in,
  * which says that it is in another collective at this step), check its tag and copy the data
@@ -89,7 +89,9 @@
 #define MAP_PIECE ((size_t)64 << 10)       /* mapped allreduce: reduce, then copy out, by this */
 #define MAP_CACHE 32                        /* peers' blocks an endpoint keeps mapped (at least) */
 #define PROBE_MAGIC 0x636f686f72745042ull   /* "cohortPB" ^ pid, in each rank's probe memfd */
-#define SB_MAX ((size_t)4 << 10)            /* broadcasts up to this: the small lane */
+#define SB_MAX ((size_t)16 << 10)           /* broadcasts up to this take the small lane... */
+#define SB_MAX_LOW ((size_t)4 << 10)        /* ...or, with many ranks, down to this: */
+#define SB_BUDGET ((size_t)8 << 20)         /* the lane's data, all ranks (n <= 32) */
 #define SB_DEPTH 64u                        /* small broadcasts a root may run ahead */
 #define SB_HDR 32                           /* an entry's header; its line holds up to */
 #define SB_INLINE (LINE - SB_HDR)           /* this many bytes of data, the rest go apart */
@@ -166,6 +168,7 @@ struct shm_coll {
     uint64_t t;
     int phase, direct, cma;
     int sb;                        /* a small broadcast: one step in the small lane */
+    size_t sb_max;                 /* sb_max(n) */
     int all_cma;                   /* -1 unknown; else whether EVERY rank can read its peers */
     unsigned idle;
     int wait_peer;
@@ -191,9 +194,20 @@ static size_t ctl_bytes(int n)
     return (AREA_PAGE + (size_t)n * sizeof(rank_ctl_t) + AREA_PAGE - 1) / AREA_PAGE * AREA_PAGE;
 }
 
+/* The largest small broadcast for n ranks: 16 KiB up to 8 ranks, 8 KiB at 16, 4 KiB from 32
+ * (the lane's data is n * SB_DEPTH of these: 8 MiB up to 32 ranks, 64 KiB per rank beyond).
+ * 16 KiB against 4 KiB, np 2 / np 4 on 2 cores, 8 and 16 KiB broadcasts: 0.92-0.97 / 1.26-1.87
+ * and 1.20-1.49 / 2.0-3.0 us, against 0.90-3.20 / 3.9-4.4 and 1.95-3.57 / 4.5-5.0 staged. */
+static size_t sb_max(int n)
+{
+    size_t m = SB_BUDGET / ((size_t)n * SB_DEPTH);
+    m = m > SB_MAX ? SB_MAX : m < SB_MAX_LOW ? SB_MAX_LOW : m;
+    return m / LINE * LINE;
+}
+
 static size_t small_bytes(int n)
 {
-    return ((size_t)n * SB_DEPTH * (LINE + SB_MAX) + AREA_PAGE - 1) / AREA_PAGE * AREA_PAGE;
+    return ((size_t)n * SB_DEPTH * (LINE + sb_max(n)) + AREA_PAGE - 1) / AREA_PAGE * AREA_PAGE;
 }
 
 size_t shm_coll_round(int nranks, size_t requested)
@@ -246,6 +260,7 @@ shm_coll_t *shm_coll_new(void *area, int rank, int nranks, const cohort_host_v1_
     co->round = (size_t)h->round;
     co->ctl = (rank_ctl_t *)(void *)((unsigned char *)area + AREA_PAGE);
     co->small = (unsigned char *)area + ctl_bytes(nranks);
+    co->sb_max = sb_max(nranks);
     co->stage = co->small + small_bytes(nranks);
     co->res = co->stage + (size_t)nranks * SHM_COLL_NSLOTS * co->round;
     /* every rank starts at step 0 (counters are zero in a fresh area). The single-copy mode
@@ -325,7 +340,7 @@ static unsigned char *sb_data(const shm_coll_t *co, int rank, uint64_t t, size_t
 {
     size_t i = (size_t)rank * SB_DEPTH + (size_t)(t % SB_DEPTH);
     if (len <= SB_INLINE) return co->small + i * LINE + SB_HDR;
-    return co->small + (size_t)co->n * SB_DEPTH * LINE + i * SB_MAX;
+    return co->small + (size_t)co->n * SB_DEPTH * LINE + i * co->sb_max;
 }
 
 /* The history a rank publishes with each collective's tag: a hash of the tags of every
@@ -562,7 +577,7 @@ cohort_status_t shm_coll_start(shm_coll_t *co, const cohort_tp_coll_args_t *a)
     co->bytes = a->coll == COHORT_TP_BARRIER ? 0 : a->count * es;
     co->direct = 0;
     co->chain = chain_step(co->chain, a->tag);
-    co->sb = a->coll == COHORT_TP_BROADCAST && co->n > 1 && co->bytes <= SB_MAX;
+    co->sb = a->coll == COHORT_TP_BROADCAST && co->n > 1 && co->bytes <= co->sb_max;
     switch (a->coll) {
     case COHORT_TP_ALLREDUCE: case COHORT_TP_REDUCE:
         co->direct = co->bytes <= DIRECT_MAX && co->bytes <= co->round;
@@ -1044,7 +1059,7 @@ static cohort_status_t check_tags(shm_coll_t *co)
                                    "most %zu bytes had another root, count or dtype on some "
                                    "ranks (its root does not wait for the others, so this "
                                    "shows only now)", co->rank, coll_name(co->a.coll),
-                                   (unsigned long long)(mine >> 32), j, SB_MAX);
+                                   (unsigned long long)(mine >> 32), j, co->sb_max);
     }
     return COHORT_SUCCESS;
 }
