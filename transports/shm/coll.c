@@ -195,7 +195,7 @@ static size_t ctl_bytes(int n)
 }
 
 /* The largest small broadcast for n ranks: 16 KiB up to 8 ranks, 8 KiB at 16, 4 KiB from 32
- * (the lane's data is n * SB_DEPTH of these: 8 MiB up to 32 ranks, 64 KiB per rank beyond).
+ * (the lane's data is n * SB_DEPTH of these: 8 MiB up to 32 ranks, 256 KiB per rank beyond).
  * 16 KiB against 4 KiB, np 2 / np 4 on 2 cores, 8 and 16 KiB broadcasts: 0.92-0.97 / 1.26-1.87
  * and 1.20-1.49 / 2.0-3.0 us, against 0.90-3.20 / 3.9-4.4 and 1.95-3.57 / 4.5-5.0 staged. */
 static size_t sb_max(int n)
