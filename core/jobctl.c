@@ -41,7 +41,7 @@ typedef struct failure {
 } failure_t;
 static failure_t g_fails[MAX_FAILS];
 static atomic_uint g_nfail;
-static _Atomic uint64_t g_last_drain;   /* when the channel was last read (coarse_ns) */
+static _Atomic uint64_t g_last_drain;   /* when the channel was last read (cohort_coarse_ns) */
 static char g_sent[1024];             /* the last notice this process sent, to know its echo */
 static int g_noted;                   /* this process answered a mismatch about it */
 static struct { int rank; char text[512]; } g_notes[MAX_NOTES];
@@ -128,18 +128,11 @@ int cohort_jobctl_fd(void) { return atomic_load(&g_fd); }
 
 unsigned cohort_jobctl_failures(void) { return atomic_load(&g_nfail); }
 
-/* The coarse clock (4 ms ticks here) is enough to pace the reads, and costs 5 ns where
- * CLOCK_MONOTONIC costs 24: this runs before every collective (8-byte broadcast: 0.09 us). */
-static uint64_t coarse_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
+/* Runs before every collective (an 8-byte broadcast takes 0.09 us): the coarse clock (4 ms ticks
+ * here) is enough to pace the reads. */
 int cohort_jobctl_due(void)
 {
-    return atomic_load(&g_fd) >= 0 && coarse_ns() - atomic_load(&g_last_drain) > 1000000ull;
+    return atomic_load(&g_fd) >= 0 && cohort_coarse_ns() - atomic_load(&g_last_drain) > 1000000ull;
 }
 
 static void add_failure(uint64_t comm_id, cohort_status_t st, int about, const char *text)
@@ -241,7 +234,7 @@ cohort_status_t cohort_jobctl_check(cohort_comm_t *comm)
     if (!comm->world_of) return COHORT_SUCCESS;
     if (atomic_load(&g_fd) >= 0 && pthread_mutex_trylock(&mu) == 0) {
         drain_locked(comm);
-        atomic_store(&g_last_drain, coarse_ns());
+        atomic_store(&g_last_drain, cohort_coarse_ns());
         pthread_mutex_unlock(&mu);
     }
     unsigned n = atomic_load(&g_nfail);
