@@ -1566,12 +1566,12 @@ static int script_mismatch(rank_ctx_t *c)
     return 0;
 }
 
-/* coll.c's sb_max(n): small broadcasts up to this many bytes (16 KiB up to 8 ranks, 8 KiB at
- * 16, 4 KiB from 32) */
+/* coll.c's sb_max(n): small broadcasts up to this many bytes (64 KiB at 2 ranks, 32 KiB at 4,
+ * 16 KiB at 8, 8 KiB at 16, 4 KiB from 32; whole lines in between) */
 static size_t sb_bytes(int n)
 {
     size_t m = ((size_t)8 << 20) / ((size_t)n * SB_DEPTH_T);
-    m = m > ((size_t)16 << 10) ? (size_t)16 << 10 : m < ((size_t)4 << 10) ? (size_t)4 << 10 : m;
+    m = m > ((size_t)64 << 10) ? (size_t)64 << 10 : m < ((size_t)4 << 10) ? (size_t)4 << 10 : m;
     return m / 64 * 64;
 }
 

@@ -25,7 +25,8 @@
  * staging slots in rounds of `round` bytes (COHORT_SHM_COLL_CHUNK, default 256 KiB): small
  * enough that staged data is still in cache when peers read it, and with NSLOTS slots a rank
  * copies its next round in while the others still reduce the previous one.
- * Allgather of blocks from CMA_MIN, and broadcast between two ranks from CMA_MIN to CMA_BCAST_MAX
+ * Allgather of blocks from CMA_MIN, and broadcast between two ranks from CMA_MIN (in practice
+ * from the small lane's end, below) to CMA_BCAST_MAX
  * (with more readers the staged pipeline measured faster: np 4, 1 MiB, 417 vs 527 us) skip the
  * staging when every peer can be read with process_vm_readv: one round in which each rank
  * publishes the address of its buffer, the readers copy straight from it into their receive
@@ -57,6 +58,8 @@
  * ranks; 0.24-0.25 now). Every rank writes an entry (tag, history, step), so a rank that is in
  * another collective at that step sees the difference. A root compares nothing; each rank's
  * history (chain_step) makes the next collective that compares catch roots that disagreed.
+ * The lane comes before single copy and mapped mode, which it overlaps from 32 KiB: nobody may
+ * read the buffer of a root that waits for no one.
  * Counters are published with seq_cst stores; a waiter that wants to sleep sets its armed flag
  * (seq_cst) and re-checks, a publisher loads every armed flag after publishing and wakes (hook)
  * those set: a Dekker pair, so no wake-up is lost.
@@ -76,9 +79,12 @@
 #include <stdlib.h>
 #include <errno.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define AREA_MAGIC 0x636f686f7274434cull   /* "cohortCL" */
-#define AREA_VERSION 3u
+#define AREA_VERSION 4u
 #define AREA_PAGE ((size_t)4096)
 #define LINE 64
 #define DIRECT_MAX ((size_t)16 << 10)       /* allreduce/reduce up to this: one round */
@@ -89,12 +95,13 @@
 #define MAP_PIECE ((size_t)64 << 10)       /* mapped allreduce: reduce, then copy out, by this */
 #define MAP_CACHE 32                        /* peers' blocks an endpoint keeps mapped (at least) */
 #define PROBE_MAGIC 0x636f686f72745042ull   /* "cohortPB" ^ pid, in each rank's probe memfd */
-#define SB_MAX ((size_t)16 << 10)           /* broadcasts up to this take the small lane... */
+#define SB_MAX ((size_t)64 << 10)           /* broadcasts up to this take the small lane... */
 #define SB_MAX_LOW ((size_t)4 << 10)        /* ...or, with many ranks, down to this: */
 #define SB_BUDGET ((size_t)8 << 20)         /* the lane's data, all ranks (n <= 32) */
 #define SB_DEPTH 64u                        /* small broadcasts a root may run ahead */
 #define SB_HDR 32                           /* an entry's header; its line holds up to */
 #define SB_INLINE (LINE - SB_HDR)           /* this many bytes of data, the rest go apart */
+#define SB_STREAM_MIN ((size_t)4 << 10)     /* a root writes this much or more with stream_copy */
 
 enum { M_MAPPED = 1u };
 
@@ -135,7 +142,6 @@ typedef struct sb_hdr {
 } sb_hdr_t;
 
 _Static_assert(sizeof(sb_hdr_t) == SB_HDR, "small-lane header");
-_Static_assert(SB_MAX < CMA_MIN && SB_MAX < MAP_MIN, "small broadcasts never read in place");
 
 typedef struct map_ent {
     int pid, rw;                   /* rw: mapped writable */
@@ -194,10 +200,14 @@ static size_t ctl_bytes(int n)
     return (AREA_PAGE + (size_t)n * sizeof(rank_ctl_t) + AREA_PAGE - 1) / AREA_PAGE * AREA_PAGE;
 }
 
-/* The largest small broadcast for n ranks: 16 KiB up to 8 ranks, 8 KiB at 16, 4 KiB from 32
- * (the lane's data is n * SB_DEPTH of these: 8 MiB up to 32 ranks, 256 KiB per rank beyond).
- * 16 KiB against 4 KiB, np 2 / np 4 on 2 cores, 8 and 16 KiB broadcasts: 0.92-0.97 / 1.26-1.87
- * and 1.20-1.49 / 2.0-3.0 us, against 0.90-3.20 / 3.9-4.4 and 1.95-3.57 / 4.5-5.0 staged. */
+/* The largest small broadcast for n ranks: 64 KiB at 2 ranks, 32 KiB at 4, 16 KiB at 8, 8 KiB
+ * at 16, 4 KiB from 32 (the lane's data is n * SB_DEPTH of these: 8 MiB up to 32 ranks,
+ * 256 KiB per rank beyond). 16 KiB against 4 KiB, np 2 / np 4 on 2 cores, 8 and 16 KiB
+ * broadcasts: 0.92-0.97 / 1.26-1.87 and 1.20-1.49 / 2.0-3.0 us, against 0.90-3.20 / 3.9-4.4
+ * and 1.95-3.57 / 4.5-5.0 staged. 64 KiB against 16 KiB (then single copy, the root waiting
+ * for its reader), np 2, `--same-buffer`, 20 runs alternated with Open MPI: 32 KiB 2.09-3.16
+ * against 4.48-6.78 us (Open MPI 4.78-5.53), 64 KiB 3.72-5.06 against 6.54-8.24 (6.94-7.69);
+ * np 4, 32 KiB (staged before): 3.12-4.13 against 5.41-6.84 (13.6-14.2). */
 static size_t sb_max(int n)
 {
     size_t m = SB_BUDGET / ((size_t)n * SB_DEPTH);
@@ -341,6 +351,39 @@ static unsigned char *sb_data(const shm_coll_t *co, int rank, uint64_t t, size_t
     size_t i = (size_t)rank * SB_DEPTH + (size_t)(t % SB_DEPTH);
     if (len <= SB_INLINE) return co->small + i * LINE + SB_HDR;
     return co->small + (size_t)co->n * SB_DEPTH * LINE + i * co->sb_max;
+}
+
+/* memcpy with non-temporal stores to a 16-byte aligned dst, then a store fence: the lines go
+ * to memory without first being read for ownership, which would fetch them from (or invalidate
+ * them in) the caches of the readers that last copied this entry out; when the host puts the
+ * two vCPUs far apart (docs/performance.md, the slow mode) that costs 3-5x. The root of a small
+ * broadcast writes its data this way from SB_STREAM_MIN: np 2, `--same-buffer --touch`, 30
+ * alternated runs, us, against memcpy and Open MPI: 4 KiB 0.41-0.54 / 0.48-1.94 / 2.6-3.6,
+ * 16 KiB 1.41-1.82 / 1.38-6.28 / 3.6-4.5, 64 KiB 5.0-6.4 / 2.8-30 / 6.8-8.0; at 2 KiB (16
+ * runs) 0.29-0.35 against 0.24-0.86: slower in the fast minutes, so memcpy below 4 KiB. */
+static void stream_copy(void *dst, const void *src, size_t len)
+{
+#if defined(__SSE2__)
+    if (((uintptr_t)dst & 15u) == 0) {
+        __m128i *d = dst;
+        const unsigned char *s = src;
+        size_t k = len / 64;
+        for (size_t i = 0; i < k; i++, s += 64, d += 4) {
+            __m128i x0 = _mm_loadu_si128((const __m128i *)(const void *)s);
+            __m128i x1 = _mm_loadu_si128((const __m128i *)(const void *)(s + 16));
+            __m128i x2 = _mm_loadu_si128((const __m128i *)(const void *)(s + 32));
+            __m128i x3 = _mm_loadu_si128((const __m128i *)(const void *)(s + 48));
+            _mm_stream_si128(d, x0);
+            _mm_stream_si128(d + 1, x1);
+            _mm_stream_si128(d + 2, x2);
+            _mm_stream_si128(d + 3, x3);
+        }
+        memcpy(d, s, len - k * 64);
+        _mm_sfence();   /* before the entry's step (a release store) publishes them */
+        return;
+    }
+#endif
+    memcpy(dst, src, len);
 }
 
 /* The history a rank publishes with each collective's tag: a hash of the tags of every
@@ -601,9 +644,10 @@ cohort_status_t shm_coll_start(shm_coll_t *co, const cohort_tp_coll_args_t *a)
                   (a->coll == COHORT_TP_ALLREDUCE || a->coll == COHORT_TP_BROADCAST ||
                    a->coll == COHORT_TP_ALLGATHER || a->coll == COHORT_TP_REDUCE_SCATTER ||
                    a->coll == COHORT_TP_ALLTOALL);
+    if (co->sb) co->map_try = 0;   /* the lane's root never waits: nobody reads its buffer */
     if (co->map_try) co->map_mine = describe_mine(co);
     co->cma = 0;
-    if (co->all_cma && co->n > 1 && co->bytes >= CMA_MIN &&
+    if (!co->sb && co->all_cma && co->n > 1 && co->bytes >= CMA_MIN &&
         (a->coll == COHORT_TP_ALLGATHER ||
          (a->coll == COHORT_TP_BROADCAST && co->n == 2 && co->bytes <= CMA_BCAST_MAX))) {
         co->cma = 1;
@@ -740,7 +784,9 @@ static void stage(shm_coll_t *co)
     size_t off, len;
     if (co->sb) {   /* our entry in the small lane; the root's carries the data */
         sb_hdr_t *e = sb_of(co, co->rank, co->t);
-        if (co->rank == a->root && co->bytes)
+        if (co->rank == a->root && co->bytes >= SB_STREAM_MIN)
+            stream_copy(sb_data(co, co->rank, co->t, co->bytes), a->recvbuf, co->bytes);
+        else if (co->rank == a->root && co->bytes)
             memcpy(sb_data(co, co->rank, co->t, co->bytes), a->recvbuf, co->bytes);
         e->tag = a->tag;
         e->chain = co->chain;
