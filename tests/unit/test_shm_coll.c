@@ -56,11 +56,12 @@
  *     nobody read yet); then every rank checks every broadcast's data, n = 2, 3, 5;
  * (10) small-broadcast stress: runs of 100 from one root (a few from others), sizes up to and
  *     past sb_bytes(n), a rare allreduce or barrier, ranks falling far behind now and then (so that
- *     roots reach the lane's depth); yielding and sleeping;
+ *     roots reach the lane's depth); yielding and sleeping; at n = 2 also with buffers from the
+ *     test allocator, which roots lend from MAP_BYTES (readers copy from them in place);
  * (11) their mismatches: two ranks that each take themselves for the root (both finish; the
  *     next collective fails on every rank, naming the history), a root's peer that runs an
  *     allreduce at that step (both fail), a reader with another count (it fails, the others
- *     finish).
+ *     finish), the same with a root that lent its buffer (the reader must release it).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -106,8 +107,9 @@
 #define MIN_BLOCKS 40                         /* blocks per rank a reuse run must go through (a
                                                  peer's cache holds 32 entries: it evicts) */
 /* coll.c's log lines (once per endpoint) that say a mapped collective ran, a mix fell back to
- * staging, a rank could not map its peers */
+ * staging, a rank could not map its peers, a small broadcast's root lent its buffer */
 #define LOG_MAPPED "buffers in place"
+#define LOG_LENT "buffers are read in place"
 #define LOG_MIXED "staging although"
 #define LOG_NOPROBE "cannot map the memory"
 
@@ -310,7 +312,7 @@ static int proc_fd_works(char *why, size_t len)
 static _Thread_local char tl_msg[1024];
 static _Thread_local unsigned tl_nerr;
 /* coll.c's log lines of this rank (thread) */
-static _Thread_local unsigned tl_log_mapped, tl_log_mixed, tl_log_noprobe;
+static _Thread_local unsigned tl_log_mapped, tl_log_mixed, tl_log_noprobe, tl_log_lent;
 static _Thread_local char tl_log_noprobe_msg[512];
 /* the reductions of this rank: from the staging slots (a source in the area) or not (from
  * sendbufs and mapped peer buffers) */
@@ -343,6 +345,8 @@ static void host_log(int level, const char *subsys, const char *fmt, ...)
     va_end(ap);
     if (strstr(b, LOG_MAPPED)) {
         tl_log_mapped++;
+    } else if (strstr(b, LOG_LENT)) {
+        tl_log_lent++;
     } else if (strstr(b, LOG_MIXED)) {
         tl_log_mixed++;
     } else if (strstr(b, LOG_NOPROBE)) {
@@ -429,7 +433,7 @@ typedef struct rank_out {
     unsigned long long blocks;       /* blocks this rank took from the test allocator */
     unsigned long long paths[3];     /* collectives that had to take each PATH_* (from
                                         MAP_BYTES, of those that may map) */
-    unsigned log_mapped, log_mixed, log_noprobe;
+    unsigned log_mapped, log_mixed, log_noprobe, log_lent;
     char log_noprobe_msg[512];
 } rank_out_t;
 
@@ -1660,7 +1664,9 @@ static cohort_status_t raw_coll(rank_ctx_t *c, int coll, size_t count, int root,
 /* (11), after three good collectives: variant 0 (n = 2) and 1 (n = 3): ranks 0 and 1 each
  * broadcast as the root (rank 2 reads rank 0's), then an allreduce; 2 (n = 2): rank 0 runs an
  * allreduce where rank 1 reads a broadcast from it; 3 (n = 3): rank 1 reads with another
- * count. */
+ * count; 4 (n = 2): the same with a root that lends its buffer (MAP_BYTES from the test
+ * allocator, after a broadcast from which rank 1 said it can map): it waits for its reader,
+ * which must release it although it fails. */
 static int script_sb_mismatch(rank_ctx_t *c)
 {
     world_t *w = c->w;
@@ -1677,6 +1683,24 @@ static int script_sb_mismatch(rank_ctx_t *c)
     if (v <= 1) root = r == 1 ? 1 : 0;
     if (v == 2 && r == 0) coll = COHORT_TP_ALLREDUCE;
     if (v == 3 && r == 1) count = 3;
+    if (v == 4) {
+        size_t len;
+        int32_t *big = tmem_alloc(MAP_BYTES + 64, &len);
+        if (!big) return rfail(c, "test allocator: %s", strerror(errno));
+        char msg[64];
+        cohort_status_t st = raw_coll(c, COHORT_TP_BROADCAST, MAP_BYTES / 4, 0, big, msg,
+                                      sizeof msg);
+        if (st == COHORT_SUCCESS)
+            st = raw_coll(c, COHORT_TP_ALLREDUCE, 4, 0, rb, msg, sizeof msg);
+        if (st != COHORT_SUCCESS) {
+            tmem_free(big);
+            return rfail(c, "variant 4: a good collective failed: %d (%s)", (int)st, msg);
+        }
+        o->st_coll = raw_coll(c, COHORT_TP_BROADCAST, MAP_BYTES / 4 + (size_t)r, 0, big,
+                              o->msg_coll, sizeof o->msg_coll);
+        tmem_free(big);
+        return o->st_coll == DRIVE_STOPPED ? -1 : 0;
+    }
     o->st_coll = raw_coll(c, coll, count, root, rb, o->msg_coll, sizeof o->msg_coll);
     if (o->st_coll == DRIVE_STOPPED) return -1;
     if (o->st_coll == COHORT_SUCCESS && coll == COHORT_TP_BROADCAST && r != root &&
@@ -1707,7 +1731,7 @@ static void *rank_main(void *arg)
                                .map = w->mem != MEM_PLAIN && c->rank != w->nomap_rank };
     tl_area_lo = (uintptr_t)w->area;
     tl_area_hi = tl_area_lo + w->area_len;
-    tl_log_mapped = tl_log_mixed = tl_log_noprobe = 0;
+    tl_log_mapped = tl_log_mixed = tl_log_noprobe = tl_log_lent = 0;
     c->co = shm_coll_new(w->area, c->rank, w->n, w->old_host ? &HOST_1_2 : &HOST, &hooks);
     /* as the core's creation round: every rank's shm_coll_new is done (and its control line,
      * which mapped mode's probe reads, written) before any collective */
@@ -1735,6 +1759,7 @@ static void *rank_main(void *arg)
     o->log_mapped = tl_log_mapped;
     o->log_mixed = tl_log_mixed;
     o->log_noprobe = tl_log_noprobe;
+    o->log_lent = tl_log_lent;
     snprintf(o->log_noprobe_msg, sizeof o->log_noprobe_msg, "%.500s", tl_log_noprobe_msg);
     return NULL;
 }
@@ -2083,13 +2108,16 @@ START_TEST(test_sb_ahead)
 }
 END_TEST
 
-/* (10) _i = 0: n = 4, yielding; 1: n = 4, sleeping; 2: n = 2, yielding */
+/* (10) _i = 0: n = 4, yielding; 1: n = 4, sleeping; 2: n = 2, yielding; 3: n = 2, sleeping,
+ * buffers mostly from the test allocator (roots lend them from MAP_BYTES) */
 START_TEST(test_sb_stress)
 {
-    int n = _i == 2 ? 2 : 4;
+    int n = _i >= 2 ? 2 : 4;
     world_t *w = new_world(n, shm_coll_round(n, 4096), MODE_SB_STRESS);
-    w->sleepy = _i == 1;
-    run_world(w, _i == 1 ? "small-broadcast stress, sleeping waiters" : "small-broadcast stress");
+    w->sleepy = _i == 1 || _i == 3;
+    if (_i == 3) w->mem = MEM_MIX;
+    run_world(w, _i == 3 ? "small-broadcast stress, lent buffers, sleeping waiters"
+                 : _i == 1 ? "small-broadcast stress, sleeping waiters" : "small-broadcast stress");
     for (int r = 0; r < n; r++)
         ck_assert_uint_eq(w->out[r].colls, w->sleepy ? SB_SLEEPY_STEPS : SB_STRESS_STEPS);
     free_world(w);
@@ -2102,6 +2130,7 @@ START_TEST(test_sb_mismatch)
     int n = _i == 1 || _i == 3 ? 3 : 2;
     world_t *w = new_world(n, shm_coll_round(n, 4096), MODE_SB_MISMATCH);
     w->variant = _i;
+    if (_i == 4) w->mem = MEM_ALL;
     run_world(w, "small-broadcast mismatch");
     for (int r = 0; r < n; r++) {
         const rank_out_t *o = &w->out[r];
@@ -2130,13 +2159,17 @@ START_TEST(test_sb_mismatch)
                 ck_assert_msg(strstr(o->msg_coll, "not a broadcast from it") != NULL,
                               "variant 2: rank 1 does not say that its root is elsewhere: "
                               "'%s'", o->msg_coll);
-        } else {   /* only the reader with another count fails */
+        } else {   /* only the reader with another count fails (4: and releases the root) */
             cohort_status_t want_st = r == 1 ? COHORT_ERR_MISMATCH : COHORT_SUCCESS;
-            ck_assert_msg(o->st_coll == want_st, "variant 3: rank %d: status %d (%s), expected "
-                          "%d", r, (int)o->st_coll, o->msg_coll, (int)want_st);
+            ck_assert_msg(o->st_coll == want_st, "variant %d: rank %d: status %d (%s), expected "
+                          "%d", _i, r, (int)o->st_coll, o->msg_coll, (int)want_st);
             if (r == 1)
-                ck_assert_msg(strstr(o->msg_coll, "but rank 0 ") != NULL, "variant 3: rank 1's "
-                              "message does not name the root: '%s'", o->msg_coll);
+                ck_assert_msg(strstr(o->msg_coll, "but rank 0 ") != NULL, "variant %d: rank 1's "
+                              "message does not name the root: '%s'", _i, o->msg_coll);
+            if (_i == 4)
+                ck_assert_msg(o->log_lent == (r == 0), "variant 4: rank %d logged '%s' %u "
+                              "times (the root lends its buffer once rank 1 can map it)", r,
+                              LOG_LENT, o->log_lent);
         }
     }
     free_world(w);
@@ -2159,8 +2192,8 @@ static Suite *coll_suite(void)
     tcase_add_loop_test(tc, test_tag_mismatch, 0, 8);
     tcase_add_loop_test(tc, test_bit_identical, 0, 4);
     tcase_add_loop_test(tc, test_sb_ahead, 0, 3);
-    tcase_add_loop_test(tc, test_sb_stress, 0, 3);
-    tcase_add_loop_test(tc, test_sb_mismatch, 0, 4);
+    tcase_add_loop_test(tc, test_sb_stress, 0, 4);
+    tcase_add_loop_test(tc, test_sb_mismatch, 0, 5);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("mapped");
