@@ -44,6 +44,10 @@ static const cohort_setting_t settings[] = {
     { "COHORT_SHM_MAP", "1",
       "shm: 1 lets node collectives read buffers from cohort_mem_alloc in place (every rank's "
       "must come from there); 0 copies them through staging like any memory", NUM(0, 1) },
+    { "COHORT_SHM_STREAM", "2",
+      "shm: how staged node reductions write their slots: 0 ordinary stores, 1 streaming "
+      "(non-temporal) stores, 2 both tried and the faster used, per message size (which is faster "
+      "depends on whether the ranks' cores share a cache)", NUM(0, 2) },
     { "COHORT_SHM_COLL_CHUNK", "262144",
       "shm: bytes per round of the node collectives (rank 0's value is used), 4 KiB to 64 MiB; "
       "0: no node collectives (point-to-point algorithms instead)", SPECIAL },

@@ -12,7 +12,8 @@
  * (1) matrix: every collective (broadcast and reduce with every root) for n = 2, 3, 4, 5, 8, a
  *     small round (shm_coll_round(n, 4096)) and the default one, counts around the round, the
  *     per-block unit and the direct threshold, several rounds, in place and out of place,
- *     int8 / int32 / float32 / float64 with SUM / MAX / AVG;
+ *     int8 / int32 / float32 / float64 with SUM / MAX / AVG; the reductions' slots written
+ *     with streaming stores (hooks.stream 1) at n = 2 and 5, with measured choice (2) at 3 and 8;
  * (2) stress: 2000 random collectives (one seed: every rank draws the same sequence) at n = 4
  *     and a 4096-byte round, ranks delayed at random; once more with waiters that sleep
  *     (arm / movable / poll an eventfd, woken through the wake hook): no lost wake-up;
@@ -443,6 +444,7 @@ typedef struct world {
     void *area;
     size_t area_len;
     int mode, variant, sleepy;
+    int stream;                                /* hooks.stream (COHORT_SHM_STREAM) */
     uint64_t salt;
     _Atomic uint64_t progress_ns;              /* last time any rank finished a collective */
     _Atomic int abort;
@@ -1728,7 +1730,8 @@ static void *rank_main(void *arg)
     }
     hook_ep_t hep = { w, c->rank };
     shm_coll_hooks_t hooks = { .ep = &hep, .peer_check = hook_peer_check, .wake = hook_wake,
-                               .map = w->mem != MEM_PLAIN && c->rank != w->nomap_rank };
+                               .map = w->mem != MEM_PLAIN && c->rank != w->nomap_rank,
+                               .stream = w->stream };
     tl_area_lo = (uintptr_t)w->area;
     tl_area_hi = tl_area_lo + w->area_len;
     tl_log_mapped = tl_log_mixed = tl_log_noprobe = tl_log_lent = 0;
@@ -1916,12 +1919,14 @@ END_TEST
 
 static const int matrix_ns[] = { 2, 3, 4, 5, 8 };
 
-/* _i: n = matrix_ns[_i / 2], round: small (even _i) or the default (odd _i) */
+/* _i: n = matrix_ns[_i / 2], round: small (even _i) or the default (odd _i); stores into the
+ * slots by n */
 START_TEST(test_matrix)
 {
     int n = matrix_ns[_i / 2];
     size_t round = _i % 2 ? (size_t)SHM_COLL_DEFAULT_ROUND : shm_coll_round(n, 4096);
     world_t *w = new_world(n, round, MODE_MATRIX);
+    w->stream = (_i / 2 + 1) % 3;   /* n = 2, 5: streaming stores into the slots; 3, 8: chosen */
     run_world(w, "matrix");
     free_world(w);
 }
@@ -1932,6 +1937,7 @@ START_TEST(test_stress)
 {
     world_t *w = new_world(4, shm_coll_round(4, 4096), MODE_STRESS);
     w->sleepy = _i;
+    w->stream = 2;
     run_world(w, _i ? "stress, sleeping waiters" : "stress");
     ck_assert_uint_eq(w->out[0].colls, _i ? SLEEPY_STEPS : STRESS_STEPS);
     free_world(w);

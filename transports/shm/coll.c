@@ -83,6 +83,7 @@
 #include <stdlib.h>
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -106,6 +107,11 @@
 #define SB_HDR 32                           /* an entry's header; its line holds up to */
 #define SB_INLINE (LINE - SB_HDR)           /* this many bytes of data, the rest go apart */
 #define SB_STREAM_MIN ((size_t)4 << 10)     /* a root writes this much or more with stream_copy */
+#define ADAPT_MIN ((size_t)64 << 10)        /* staged reductions from this size pick their stores */
+#define ADAPT_CLASSES 12                    /* by size class: 64 KiB, 128 KiB, ..., 64 MiB and up */
+#define ADAPT_WARM 4u                       /* the first collectives of a class try both in turn */
+#define ADAPT_PROBE 32u                     /* then every this many try the other kind */
+#define ADAPT_KEEP 4                        /* measurements kept per kind (the least counts) */
 
 enum { M_MAPPED = 1u };
 
@@ -149,6 +155,13 @@ typedef struct sb_hdr {
 } sb_hdr_t;
 
 _Static_assert(sizeof(sb_hdr_t) == SB_HDR, "small-lane header");
+
+/* What a size class of staged reductions measured with each kind of store (memcpy or
+ * stream_copy into the slots): ns per KiB of the last ADAPT_KEEP collectives with each. */
+typedef struct adapt {
+    double ns_kib[2][ADAPT_KEEP];
+    uint32_t runs, got[2];
+} adapt_t;
 
 typedef struct map_ent {
     int pid, rw;                   /* rw: mapped writable */
@@ -202,6 +215,11 @@ struct shm_coll {
     map_ent_t *cache;
     int ncache;
     uint64_t clock;
+    /* stores into the staging and result slots of reductions (hooks.stream) */
+    int stream;                    /* this collective's: 1 stream_copy, 0 memcpy */
+    int adapt_cls;                 /* its size class, -1: not measured */
+    uint64_t t0;                   /* when it started */
+    adapt_t adapt[ADAPT_CLASSES];
 };
 
 static size_t ctl_bytes(int n)
@@ -393,6 +411,69 @@ static void stream_copy(void *dst, const void *src, size_t len)
     }
 #endif
     memcpy(dst, src, len);
+}
+
+/* A copy into a staging or result slot of a reduction: with streaming stores when this
+ * collective uses them (co->stream) and the piece is worth it. */
+static void put(const shm_coll_t *co, void *dst, const void *src, size_t len)
+{
+    if (co->stream && len >= SB_STREAM_MIN) stream_copy(dst, src, len);
+    else memcpy(dst, src, len);
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Which stores a staged reduction of co->bytes uses (hooks.stream 2: measured per size class).
+ * Ordinary stores into a slot first fetch each line from wherever it is cached, and the peers
+ * that read the slot a few rounds ago hold it: cheap when the ranks share a cache, 4-8x dearer
+ * when the host puts the vCPUs apart (docs/performance.md, the slow mode). Streaming stores
+ * skip that fetch, and the readers then read from memory: 1.5-2x slower when the cache is
+ * shared. Which holds can change from one minute to the next, so after both were tried
+ * (ADAPT_WARM) a class uses the one whose last few collectives were fastest and tries the other
+ * every ADAPT_PROBE collectives. The least of the last few, not an average: one collective
+ * that a preempted rank held up must not hide a kind until many more tries of it. Every rank
+ * counts the same collectives, so they try together. */
+static double adapt_least(const adapt_t *ad, int kind)
+{
+    uint32_t n = ad->got[kind] < ADAPT_KEEP ? ad->got[kind] : ADAPT_KEEP;
+    double m = n ? ad->ns_kib[kind][0] : 1e300;
+    for (uint32_t i = 1; i < n; i++)
+        if (ad->ns_kib[kind][i] < m) m = ad->ns_kib[kind][i];
+    return m;
+}
+
+static void choose_stores(shm_coll_t *co)
+{
+    co->adapt_cls = -1;
+    co->stream = co->hooks.stream == 1;
+    if (co->hooks.stream != 2 || co->bytes < ADAPT_MIN) return;
+    int c = 0;
+    for (size_t b = co->bytes / ADAPT_MIN; b > 1 && c < ADAPT_CLASSES - 1; b >>= 1) c++;
+    adapt_t *ad = &co->adapt[c];
+    uint32_t k = ad->runs++;
+    if (k < ADAPT_WARM) {
+        co->stream = (int)(k & 1u);
+    } else {
+        int best = adapt_least(ad, 1) < adapt_least(ad, 0);
+        co->stream = k % ADAPT_PROBE == 0 ? !best : best;
+    }
+    co->adapt_cls = c;
+    co->t0 = mono_ns();
+}
+
+/* A staged reduction finished: its time goes into its class's record. */
+static void measured(shm_coll_t *co)
+{
+    if (co->adapt_cls < 0 || co->map) return;
+    adapt_t *ad = &co->adapt[co->adapt_cls];
+    int kind = co->stream;
+    ad->ns_kib[kind][ad->got[kind]++ % ADAPT_KEEP] =
+        (double)(mono_ns() - co->t0) * 1024.0 / (double)co->bytes;
 }
 
 /* The history a rank publishes with each collective's tag: a hash of the tags of every
@@ -691,6 +772,10 @@ cohort_status_t shm_coll_start(shm_coll_t *co, const cohort_tp_coll_args_t *a)
         co->unit = co->round;
         break;
     }
+    co->stream = 0;
+    co->adapt_cls = -1;
+    if ((a->coll == COHORT_TP_ALLREDUCE || a->coll == COHORT_TP_REDUCE) && !co->direct)
+        choose_stores(co);
     if (co->all_cma < 0) {
         co->all_cma = 1;
         for (int j = 0; j < co->n; j++)
@@ -875,8 +960,8 @@ static void stage(shm_coll_t *co)
         } else {   /* our own slice is reduced from sendbuf: stage only what the others read */
             size_t at, slen;
             my_slice(co, len, &at, &slen);
-            memcpy(dst, src + off, at);
-            memcpy(dst + at + slen, src + off + at + slen, len - at - slen);
+            put(co, dst, src + off, at);
+            put(co, dst + at + slen, src + off + at + slen, len - at - slen);
         }
         break;
     case COHORT_TP_ALLGATHER:
@@ -1081,7 +1166,7 @@ static int compute(shm_coll_t *co)
             unsigned char *res = res_of(co, co->t) + at;
             if (a->coll == COHORT_TP_ALLREDUCE) {
                 reduce_mine(co, rb + off + at, own, at, slen);
-                memcpy(res, rb + off + at, slen);
+                put(co, res, rb + off + at, slen);
             } else {
                 reduce_mine(co, res, own, at, slen);
             }
@@ -1197,6 +1282,7 @@ static int next_round(shm_coll_t *co)
 {
     if (++co->r >= co->nrounds) {
         co->active = 0;
+        measured(co);
         return 0;
     }
     co->t = ++co->step;

@@ -286,6 +286,7 @@ typedef struct shm_ep {
     size_t eager;
     int cma_allowed;                 /* COHORT_SHM_CMA != 0 and CMA works in this process */
     int map_allowed;                 /* COHORT_SHM_MAP != 0 */
+    int stream;                      /* COHORT_SHM_STREAM */
     /* our own segment (created at the first accept) */
     int segfd;
     int linked;
@@ -1367,6 +1368,11 @@ static cohort_status_t shm_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
     if ((st = host->setting_long("COHORT_SHM_CMA", &cma))) return st;
     long map = 1;
     if ((st = host->setting_long("COHORT_SHM_MAP", &map))) return st;
+    long stream = 2;
+    if ((st = host->setting_long("COHORT_SHM_STREAM", &stream))) return st;
+    if (stream < 0 || stream > 2)
+        return host->error(COHORT_ERR_INVALID_ARG, "COHORT_SHM_STREAM=%ld is out of range: 0 "
+                           "(ordinary stores), 1 (streaming stores) or 2 (measure both)", stream);
     long coll_chunk = SHM_COLL_DEFAULT_ROUND;
     if ((st = host->setting_long("COHORT_SHM_COLL_CHUNK", &coll_chunk))) return st;
     if (coll_chunk != 0 && (coll_chunk < 4096 || coll_chunk > SHM_COLL_MAX_ROUND))
@@ -1389,6 +1395,7 @@ static cohort_status_t shm_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
     ep->eager = (size_t)eager;
     ep->cma_allowed = cma != 0 && ctx->cma_self;
     ep->map_allowed = map != 0;
+    ep->stream = (int)stream;
     ep->segfd = -1;
     if (coll_chunk && have_reduce)
         ep->coll_round = shm_coll_round(info->nranks, (size_t)coll_chunk);
@@ -1796,7 +1803,8 @@ static int coll_ready(shm_ep_t *ep)
     int cma = ep->cma_allowed;
     for (int r = 0; r < ep->nranks; r++)
         if (r != ep->rank && !by[r]->rx_cma) cma = 0;
-    shm_coll_hooks_t hooks = { ep, coll_peer_check, coll_wake, coll_read, cma, ep->map_allowed };
+    shm_coll_hooks_t hooks = { ep, coll_peer_check, coll_wake, coll_read, cma, ep->map_allowed,
+                               ep->stream };
     ep->coll = shm_coll_new(area, ep->rank, ep->nranks, ep->host, &hooks);
     if (!ep->coll) {
         free(by);
