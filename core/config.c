@@ -45,7 +45,7 @@ static const cohort_setting_t settings[] = {
       "shm: 1 lets node collectives read buffers from cohort_mem_alloc in place (every rank's "
       "must come from there); 0 copies them through staging like any memory", NUM(0, 1) },
     { "COHORT_SHM_STREAM", "2",
-      "shm: how staged node reductions write their slots: 0 ordinary stores, 1 streaming "
+      "shm: how staged node collectives write their slots: 0 ordinary stores, 1 streaming "
       "(non-temporal) stores, 2 both tried and the faster used, per message size (which is faster "
       "depends on whether the ranks' cores share a cache)", NUM(0, 2) },
     { "COHORT_SHM_COLL_CHUNK", "262144",

@@ -50,6 +50,7 @@ for np in 1 2; do
     bad $np COHORT_SHM_EAGER_LIMIT -5
     bad $np COHORT_SHM_EAGER_LIMIT 4294967296
     bad $np COHORT_SHM_COLL_CHUNK 12
+    bad $np COHORT_SHM_STREAM 3
     bad $np COHORT_PLUGIN_PATH /nonexistent/dir
     bad $np COHORT_TOPO_FILE /nonexistent/topo.xml
     bad $np COHORT_HOSTID "$long" "characters long"

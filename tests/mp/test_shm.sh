@@ -60,6 +60,14 @@ for np in 2 3 5; do
 done
 run_case "node collectives without CMA (broadcast/allgather staged too), np=3" \
     env COHORT_SHM_CMA=0 "$COHORTRUN" -np 3 "$CC" --big
+# The slots written by streaming stores, by ordinary ones, and by either as each rank measures
+# (ranks that disagree: the slots hold the same bytes either way)
+for s in 1 0; do
+    run_case "node collectives with COHORT_SHM_STREAM=$s, np=3" \
+        env COHORT_SHM_STREAM=$s "$COHORTRUN" -np 3 "$CC" --big
+done
+run_case "node collectives with COHORT_SHM_STREAM 1, 0 and 2 on different ranks, np=3" \
+    "$COHORTRUN" -np 3 sh -c 'COHORT_SHM_STREAM=$((COHORT_RANK == 2 ? 2 : 1 - COHORT_RANK)) exec "$0" --big' "$CC"
 # Ranks that the scheduler puts on one CPU although cohort counted enough (moved there after
 # creation): waits still yield now and then, so a step costs microseconds, not COHORT_SPIN_US.
 for np in 2 3; do

@@ -107,7 +107,7 @@
 #define SB_HDR 32                           /* an entry's header; its line holds up to */
 #define SB_INLINE (LINE - SB_HDR)           /* this many bytes of data, the rest go apart */
 #define SB_STREAM_MIN ((size_t)4 << 10)     /* a root writes this much or more with stream_copy */
-#define ADAPT_MIN ((size_t)64 << 10)        /* staged reductions from this size pick their stores */
+#define ADAPT_MIN ((size_t)64 << 10)        /* staged collectives from this size pick their stores */
 #define ADAPT_CLASSES 12                    /* by size class: 64 KiB, 128 KiB, ..., 64 MiB and up */
 #define ADAPT_WARM 4u                       /* the first collectives of a class try both in turn */
 #define ADAPT_PROBE 32u                     /* then every this many try the other kind */
@@ -156,7 +156,7 @@ typedef struct sb_hdr {
 
 _Static_assert(sizeof(sb_hdr_t) == SB_HDR, "small-lane header");
 
-/* What a size class of staged reductions measured with each kind of store (memcpy or
+/* What one collective's size class measured when staged with each kind of store (memcpy or
  * stream_copy into the slots): ns per KiB of the last ADAPT_KEEP collectives with each. */
 typedef struct adapt {
     double ns_kib[2][ADAPT_KEEP];
@@ -219,7 +219,7 @@ struct shm_coll {
     int stream;                    /* this collective's: 1 stream_copy, 0 memcpy */
     int adapt_cls;                 /* its size class, -1: not measured */
     uint64_t t0;                   /* when it started */
-    adapt_t adapt[ADAPT_CLASSES];
+    adapt_t adapt[COHORT_TP_BARRIER + 1][ADAPT_CLASSES];   /* per collective and size */
 };
 
 static size_t ctl_bytes(int n)
@@ -413,8 +413,8 @@ static void stream_copy(void *dst, const void *src, size_t len)
     memcpy(dst, src, len);
 }
 
-/* A copy into a staging or result slot of a reduction: with streaming stores when this
- * collective uses them (co->stream) and the piece is worth it. */
+/* A copy into a staging or result slot: with streaming stores when this collective uses them
+ * (co->stream) and the piece is worth it. */
 static void put(const shm_coll_t *co, void *dst, const void *src, size_t len)
 {
     if (co->stream && len >= SB_STREAM_MIN) stream_copy(dst, src, len);
@@ -428,7 +428,7 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Which stores a staged reduction of co->bytes uses (hooks.stream 2: measured per size class).
+/* Which stores a staged collective of co->bytes uses (hooks.stream 2: measured per size class).
  * Ordinary stores into a slot first fetch each line from wherever it is cached, and the peers
  * that read the slot a few rounds ago hold it: cheap when the ranks share a cache, 4-8x dearer
  * when the host puts the vCPUs apart (docs/performance.md, the slow mode). Streaming stores
@@ -454,7 +454,7 @@ static void choose_stores(shm_coll_t *co)
     if (co->hooks.stream != 2 || co->bytes < ADAPT_MIN) return;
     int c = 0;
     for (size_t b = co->bytes / ADAPT_MIN; b > 1 && c < ADAPT_CLASSES - 1; b >>= 1) c++;
-    adapt_t *ad = &co->adapt[c];
+    adapt_t *ad = &co->adapt[co->a.coll][c];
     uint32_t k = ad->runs++;
     if (k < ADAPT_WARM) {
         co->stream = (int)(k & 1u);
@@ -466,11 +466,11 @@ static void choose_stores(shm_coll_t *co)
     co->t0 = mono_ns();
 }
 
-/* A staged reduction finished: its time goes into its class's record. */
+/* A staged collective finished: its time goes into its class's record. */
 static void measured(shm_coll_t *co)
 {
     if (co->adapt_cls < 0 || co->map) return;
-    adapt_t *ad = &co->adapt[co->adapt_cls];
+    adapt_t *ad = &co->adapt[co->a.coll][co->adapt_cls];
     int kind = co->stream;
     ad->ns_kib[kind][ad->got[kind]++ % ADAPT_KEEP] =
         (double)(mono_ns() - co->t0) * 1024.0 / (double)co->bytes;
@@ -772,10 +772,6 @@ cohort_status_t shm_coll_start(shm_coll_t *co, const cohort_tp_coll_args_t *a)
         co->unit = co->round;
         break;
     }
-    co->stream = 0;
-    co->adapt_cls = -1;
-    if ((a->coll == COHORT_TP_ALLREDUCE || a->coll == COHORT_TP_REDUCE) && !co->direct)
-        choose_stores(co);
     if (co->all_cma < 0) {
         co->all_cma = 1;
         for (int j = 0; j < co->n; j++)
@@ -797,6 +793,9 @@ cohort_status_t shm_coll_start(shm_coll_t *co, const cohort_tp_coll_args_t *a)
         co->cma = 1;
         co->unit = co->bytes;
     }
+    co->stream = 0;
+    co->adapt_cls = -1;
+    if (!co->sb && !co->cma && !co->direct && co->bytes) choose_stores(co);
     co->nrounds = co->bytes && !co->sb ? (co->bytes + co->unit - 1) / co->unit : 1;
     co->r = 0;
     co->t = ++co->step;
@@ -956,7 +955,7 @@ static void stage(shm_coll_t *co)
     case COHORT_TP_ALLREDUCE: case COHORT_TP_REDUCE:
         span(co, co->bytes, &off, &len);
         if (co->direct) {
-            memcpy(dst, src + off, len);
+            put(co, dst, src + off, len);
         } else {   /* our own slice is reduced from sendbuf: stage only what the others read */
             size_t at, slen;
             my_slice(co, len, &at, &slen);
@@ -966,18 +965,18 @@ static void stage(shm_coll_t *co)
         break;
     case COHORT_TP_ALLGATHER:
         span(co, co->bytes, &off, &len);
-        memcpy(dst, src + off, len);
+        put(co, dst, src + off, len);
         break;
     case COHORT_TP_BROADCAST:
         if (co->rank != a->root) break;
         span(co, co->bytes, &off, &len);
-        memcpy(dst, (const unsigned char *)a->recvbuf + off, len);
+        put(co, dst, (const unsigned char *)a->recvbuf + off, len);
         break;
     case COHORT_TP_REDUCE_SCATTER: case COHORT_TP_ALLTOALL:
         span(co, co->bytes, &off, &len);
         for (int i = 0; i < co->n; i++)
             if (i != co->rank || a->coll == COHORT_TP_ALLTOALL)
-                memcpy(dst + (size_t)i * co->unit, src + (size_t)i * co->bytes + off, len);
+                put(co, dst + (size_t)i * co->unit, src + (size_t)i * co->bytes + off, len);
         break;
     default:
         break;

@@ -29,7 +29,7 @@ typedef struct shm_coll_hooks {
     int cma;                     /* 1: read() works towards every peer */
     int map;                     /* 1: may read the peers' cohort_mem_alloc blocks in place
                                     (COHORT_SHM_MAP; mapped mode, see coll.c) */
-    int stream;                  /* stores into the slots of staged reductions (COHORT_SHM_STREAM):
+    int stream;                  /* stores into the slots of staged collectives (COHORT_SHM_STREAM):
                                     0 ordinary, 1 streaming, 2 measured per size (coll.c) */
 } shm_coll_hooks_t;
 
