@@ -215,7 +215,7 @@ struct shm_coll {
     map_ent_t *cache;
     int ncache;
     uint64_t clock;
-    /* stores into the staging and result slots of reductions (hooks.stream) */
+    /* stores into the staging and result slots of staged collectives (hooks.stream) */
     int stream;                    /* this collective's: 1 stream_copy, 0 memcpy */
     int adapt_cls;                 /* its size class, -1: not measured */
     uint64_t t0;                   /* when it started */
