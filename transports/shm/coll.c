@@ -25,9 +25,12 @@
  * staging slots in rounds of `round` bytes (COHORT_SHM_COLL_CHUNK, default 256 KiB): small
  * enough that staged data is still in cache when peers read it, and with NSLOTS slots a rank
  * copies its next round in while the others still reduce the previous one.
- * Allgather of blocks from CMA_MIN, and broadcast between two ranks from CMA_MIN (in practice
- * from the small lane's end, below) to CMA_BCAST_MAX
- * (with more readers the staged pipeline measured faster: np 4, 1 MiB, 417 vs 527 us) skip the
+ * Allgather of blocks from CMA_MIN to CMA_AG_MAX and broadcast from CMA_MIN (in practice from
+ * the small lane's end, below) to CMA_BCAST_MAX, both between two ranks only (with more
+ * readers, or larger blocks, the staged pipeline measured faster: broadcast np 4, 1 MiB, 417
+ * vs 527 us; allgather, `--same-buffer`, 3-6 alternated runs, np 4 4 MiB blocks 552-586 vs
+ * 800-944 us, np 3 1 MiB 128-145 vs 144-181, np 2 64 MiB 6.5-7.3 vs 9.1-10.2 ms, np 2 4 MiB
+ * 287-296 vs 202-210) skip the
  * staging when every peer can be read with process_vm_readv: one round in which each rank
  * publishes the address of its buffer, the readers copy straight from it into their receive
  * buffers (one copy instead of two), publish out, and the owners wait until every reader is done
@@ -96,6 +99,7 @@
 #define LIVE_EVERY 32u                     /* fruitless advances between peer checks */
 #define CMA_MIN ((size_t)32 << 10)          /* allgather block / broadcast size for single copy */
 #define CMA_BCAST_MAX ((size_t)4 << 20)     /* larger broadcasts pipeline through staging */
+#define CMA_AG_MAX ((size_t)4 << 20)        /* so do allgathers of larger blocks */
 #define MAP_MIN ((size_t)32 << 10)          /* mapped mode from this many bytes per buffer */
 #define MAP_PIECE ((size_t)64 << 10)       /* mapped allreduce: reduce, then copy out, by this */
 #define MAP_CACHE 32                        /* peers' blocks an endpoint keeps mapped (at least) */
@@ -787,9 +791,9 @@ cohort_status_t shm_coll_start(shm_coll_t *co, const cohort_tp_coll_args_t *a)
     if (co->sb) co->map_try = 0;   /* mapped mode's first round would make the root wait */
     if (co->map_try) co->map_mine = describe_mine(co);
     co->cma = 0;
-    if (!co->sb && co->all_cma && co->n > 1 && co->bytes >= CMA_MIN &&
-        (a->coll == COHORT_TP_ALLGATHER ||
-         (a->coll == COHORT_TP_BROADCAST && co->n == 2 && co->bytes <= CMA_BCAST_MAX))) {
+    if (!co->sb && co->all_cma && co->n == 2 && co->bytes >= CMA_MIN &&
+        ((a->coll == COHORT_TP_ALLGATHER && co->bytes <= CMA_AG_MAX) ||
+         (a->coll == COHORT_TP_BROADCAST && co->bytes <= CMA_BCAST_MAX))) {
         co->cma = 1;
         co->unit = co->bytes;
     }
