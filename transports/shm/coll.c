@@ -25,16 +25,16 @@
  * staging slots in rounds of `round` bytes (COHORT_SHM_COLL_CHUNK, default 256 KiB): small
  * enough that staged data is still in cache when peers read it, and with NSLOTS slots a rank
  * copies its next round in while the others still reduce the previous one.
- * Allgather of blocks from CMA_MIN to CMA_AG_MAX and broadcast from CMA_MIN (in practice from
- * the small lane's end, below) to CMA_BCAST_MAX, both between two ranks only (with more
- * readers, or larger blocks, the staged pipeline measured faster: broadcast np 4, 1 MiB, 417
- * vs 527 us; allgather, `--same-buffer`, 3-6 alternated runs, np 4 4 MiB blocks 552-586 vs
- * 800-944 us, np 3 1 MiB 128-145 vs 144-181, np 2 64 MiB 6.5-7.3 vs 9.1-10.2 ms, np 2 4 MiB
- * 287-296 vs 202-210) skip the
+ * Allgathers between two ranks with blocks from CMA_MIN to CMA_AG_MAX skip the
  * staging when every peer can be read with process_vm_readv: one round in which each rank
  * publishes the address of its buffer, the readers copy straight from it into their receive
  * buffers (one copy instead of two), publish out, and the owners wait until every reader is done
- * (phase D) before they hand the buffer back to the user. Small allreduces
+ * (phase D) before they hand the buffer back to the user. With more ranks, larger blocks, and
+ * for broadcasts (which used it between two ranks up to 4 MiB), the staged pipeline measured
+ * faster once it chose its stores (below), `--same-buffer`, alternated runs, gathered totals:
+ * allgather np 4 4 MiB 552-586 against 800-944 us, np 3 1 MiB 128-145 against 144-181, np 2
+ * 64 MiB 6.5-7.3 against 9.1-10.2 ms (np 2 4 MiB: 287-296 against 202-210 us); broadcast np 2
+ * 128 KiB 9.1-9.8 against 11.9-13.6 us, 1 MiB 39-55 against 83-89. Small allreduces
  * (DIRECT_MAX) run as one round in which every rank reduces the whole vector itself (one
  * synchronisation instead of two); the reduction order is rank 0..n-1 on every path, so all
  * ranks get bit-identical results.
@@ -61,8 +61,8 @@
  * ranks; 0.24-0.25 now). Every rank writes an entry (tag, history, step), so a rank that is in
  * another collective at that step sees the difference. A root compares nothing; each rank's
  * history (chain_step) makes the next collective that compares catch roots that disagreed.
- * The lane comes before single copy and mapped mode, which it overlaps from 32 KiB: nobody may
- * read the buffer of a root that waits for no one. Except when the root lends it: a root whose
+ * The lane comes before mapped mode, which it overlaps from 32 KiB: nobody may read the buffer
+ * of a root that waits for no one. Except when the root lends it: a root whose
  * buffer of at least MAP_MIN bytes came from cohort_mem_alloc, and whose readers all said they
  * can map its blocks (mapcap), marks its entry `lend` instead of copying the data into it,
  * and waits for every reader's out (phase D); the readers copy from its buffer in place and
@@ -97,9 +97,8 @@
 #define LINE 64
 #define DIRECT_MAX ((size_t)16 << 10)       /* allreduce/reduce up to this: one round */
 #define LIVE_EVERY 32u                     /* fruitless advances between peer checks */
-#define CMA_MIN ((size_t)32 << 10)          /* allgather block / broadcast size for single copy */
-#define CMA_BCAST_MAX ((size_t)4 << 20)     /* larger broadcasts pipeline through staging */
-#define CMA_AG_MAX ((size_t)4 << 20)        /* so do allgathers of larger blocks */
+#define CMA_MIN ((size_t)32 << 10)          /* allgather blocks from this size by single copy... */
+#define CMA_AG_MAX ((size_t)4 << 20)        /* ...up to this: larger ones pipeline through staging */
 #define MAP_MIN ((size_t)32 << 10)          /* mapped mode from this many bytes per buffer */
 #define MAP_PIECE ((size_t)64 << 10)       /* mapped allreduce: reduce, then copy out, by this */
 #define MAP_CACHE 32                        /* peers' blocks an endpoint keeps mapped (at least) */
@@ -791,9 +790,8 @@ cohort_status_t shm_coll_start(shm_coll_t *co, const cohort_tp_coll_args_t *a)
     if (co->sb) co->map_try = 0;   /* mapped mode's first round would make the root wait */
     if (co->map_try) co->map_mine = describe_mine(co);
     co->cma = 0;
-    if (!co->sb && co->all_cma && co->n == 2 && co->bytes >= CMA_MIN &&
-        ((a->coll == COHORT_TP_ALLGATHER && co->bytes <= CMA_AG_MAX) ||
-         (a->coll == COHORT_TP_BROADCAST && co->bytes <= CMA_BCAST_MAX))) {
+    if (a->coll == COHORT_TP_ALLGATHER && co->all_cma && co->n == 2 && co->bytes >= CMA_MIN &&
+        co->bytes <= CMA_AG_MAX) {
         co->cma = 1;
         co->unit = co->bytes;
     }
@@ -950,8 +948,7 @@ static void stage(shm_coll_t *co)
         }
     }
     if (co->cma) {   /* nothing to stage: the peers read our buffer itself */
-        co->ctl[co->rank].addr = (uint64_t)(uintptr_t)(a->coll == COHORT_TP_BROADCAST
-                                                       ? (const void *)a->recvbuf : a->sendbuf);
+        co->ctl[co->rank].addr = (uint64_t)(uintptr_t)a->sendbuf;
         set_tag(co);
         return;
     }
@@ -1128,16 +1125,15 @@ static int compute_map(shm_coll_t *co)
     }
 }
 
-/* Phase B in single-copy mode: read the peers' buffers into ours. */
+/* Phase B in single-copy mode (allgather): read the peers' blocks into ours. */
 static cohort_status_t compute_cma(shm_coll_t *co)
 {
     const cohort_tp_coll_args_t *a = &co->a;
     unsigned char *rb = a->recvbuf;
     for (int j = 0; j < co->n; j++) {
-        if (a->coll == COHORT_TP_BROADCAST && (j != a->root || j == co->rank)) continue;
-        unsigned char *dst = a->coll == COHORT_TP_BROADCAST ? rb : rb + (size_t)j * co->bytes;
-        if (j == co->rank) continue;   /* our own allgather block: copied in phase A */
-        int rc = co->hooks.read(co->hooks.ep, j, dst, co->ctl[j].addr, co->bytes);
+        if (j == co->rank) continue;   /* our own block: copied in phase A */
+        int rc = co->hooks.read(co->hooks.ep, j, rb + (size_t)j * co->bytes, co->ctl[j].addr,
+                                co->bytes);
         if (rc < 0) {
             cohort_status_t st = co->hooks.peer_check(co->hooks.ep, j, 1);
             if (st) return st;
@@ -1384,12 +1380,7 @@ cohort_status_t shm_coll_advance(shm_coll_t *co, int *moved, int *waiting_on)
                     return st;
                 }
                 publish(co, CT_OUT, co->t);
-                /* owners of a buffer that was read wait for its readers */
-                if (co->a.coll == COHORT_TP_ALLGATHER || co->rank == co->a.root) {
-                    co->phase = PH_D;
-                } else if (!next_round(co)) {
-                    return COHORT_SUCCESS;
-                }
+                co->phase = PH_D;   /* every rank's block was read: wait for its readers */
             } else if (compute(co)) {
                 publish(co, CT_RED, co->t);
                 co->phase = PH_C;

@@ -1799,7 +1799,7 @@ static int coll_ready(shm_ep_t *ep)
             free(by);
             return 0;
         }
-    /* single copy for broadcast/allgather only if we can read every peer (the CMA probe) */
+    /* single copy for allgather only if we can read every peer (the CMA probe) */
     int cma = ep->cma_allowed;
     for (int r = 0; r < ep->nranks; r++)
         if (r != ep->rank && !by[r]->rx_cma) cma = 0;
