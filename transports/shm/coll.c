@@ -98,7 +98,7 @@
 #define DIRECT_MAX ((size_t)16 << 10)       /* allreduce/reduce up to this: one round */
 #define LIVE_EVERY 32u                     /* fruitless advances between peer checks */
 #define CMA_MIN ((size_t)32 << 10)          /* allgather blocks from this size by single copy... */
-#define CMA_AG_MAX ((size_t)4 << 20)        /* ...up to this: larger ones pipeline through staging */
+#define CMA_AG_MAX ((size_t)4 << 20)        /* ...up to this (larger: staged) */
 #define MAP_MIN ((size_t)32 << 10)          /* mapped mode from this many bytes per buffer */
 #define MAP_PIECE ((size_t)64 << 10)       /* mapped allreduce: reduce, then copy out, by this */
 #define MAP_CACHE 32                        /* peers' blocks an endpoint keeps mapped (at least) */
@@ -110,7 +110,7 @@
 #define SB_HDR 32                           /* an entry's header; its line holds up to */
 #define SB_INLINE (LINE - SB_HDR)           /* this many bytes of data, the rest go apart */
 #define SB_STREAM_MIN ((size_t)4 << 10)     /* a root writes this much or more with stream_copy */
-#define ADAPT_MIN ((size_t)64 << 10)        /* staged collectives from this size pick their stores */
+#define ADAPT_MIN ((size_t)64 << 10)        /* staged collectives this large pick stores */
 #define ADAPT_CLASSES 12                    /* by size class: 64 KiB, 128 KiB, ..., 64 MiB and up */
 #define ADAPT_WARM 4u                       /* the first collectives of a class try both in turn */
 #define ADAPT_PROBE 32u                     /* then every this many try the other kind */
