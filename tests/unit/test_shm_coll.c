@@ -12,8 +12,8 @@
  * (1) matrix: every collective (broadcast and reduce with every root) for n = 2, 3, 4, 5, 8, a
  *     small round (shm_coll_round(n, 4096)) and the default one, counts around the round, the
  *     per-block unit and the direct threshold, several rounds, in place and out of place,
- *     int8 / int32 / float32 / float64 with SUM / MAX / AVG; the reductions' slots written
- *     with streaming stores (hooks.stream 1) at n = 2 and 5, with measured choice (2) at 3 and 8;
+ *     int8 / int32 / float32 / float64 with SUM / MAX / AVG; the slots written with
+ *     streaming stores (hooks.stream 1) at n = 2 and 5, with the measured choice (2) at 3 and 8;
  * (2) stress: 2000 random collectives (one seed: every rank draws the same sequence) at n = 4
  *     and a 4096-byte round, ranks delayed at random; once more with waiters that sleep
  *     (arm / movable / poll an eventfd, woken through the wake hook): no lost wake-up;
