@@ -86,7 +86,6 @@
 #include <stdlib.h>
 #include <errno.h>
 #include <string.h>
-#include <time.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -416,19 +415,12 @@ static void stream_copy(void *dst, const void *src, size_t len)
     memcpy(dst, src, len);
 }
 
-/* A copy into a staging or result slot: with streaming stores when this collective uses them
- * (co->stream) and the piece is worth it. */
-static void put(const shm_coll_t *co, void *dst, const void *src, size_t len)
+/* A copy into a small-lane entry or a staging or result slot: with streaming stores when
+ * `stream` says so and the piece is worth it (SB_STREAM_MIN). */
+static void put(void *dst, const void *src, size_t len, int stream)
 {
-    if (co->stream && len >= SB_STREAM_MIN) stream_copy(dst, src, len);
+    if (stream && len >= SB_STREAM_MIN) stream_copy(dst, src, len);
     else memcpy(dst, src, len);
-}
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* Which stores a staged collective of co->bytes uses (hooks.stream 2: measured per size class).
@@ -452,7 +444,6 @@ static double adapt_least(const adapt_t *ad, int kind)
 
 static void choose_stores(shm_coll_t *co)
 {
-    co->adapt_cls = -1;
     co->stream = co->hooks.stream == 1;
     if (co->hooks.stream != 2 || co->bytes < ADAPT_MIN) return;
     int c = 0;
@@ -466,7 +457,7 @@ static void choose_stores(shm_coll_t *co)
         co->stream = k % ADAPT_PROBE == 0 ? !best : best;
     }
     co->adapt_cls = c;
-    co->t0 = mono_ns();
+    co->t0 = shm_now_ns();
 }
 
 /* A staged collective finished: its time goes into its class's record. */
@@ -476,7 +467,7 @@ static void measured(shm_coll_t *co)
     adapt_t *ad = &co->adapt[co->a.coll][co->adapt_cls];
     int kind = co->stream;
     ad->ns_kib[kind][ad->got[kind]++ % ADAPT_KEEP] =
-        (double)(mono_ns() - co->t0) * 1024.0 / (double)co->bytes;
+        (double)(shm_now_ns() - co->t0) * 1024.0 / (double)co->bytes;
 }
 
 /* The history a rank publishes with each collective's tag: a hash of the tags of every
@@ -646,6 +637,30 @@ static void map_lens(const shm_coll_t *co, int rank, size_t *sl, size_t *rl)
     }
 }
 
+/* Describes in this rank's control line what its peers read of its buffers in place (map_lens),
+ * if all of it lies in cohort_mem_alloc blocks (else 0). Peers read these fields only once the
+ * collective says so (M_MAPPED, or a lent small broadcast), and the previous collective that
+ * used them ended only after its readers were done. */
+static int describe_bufs(shm_coll_t *co)
+{
+    const cohort_tp_coll_args_t *a = &co->a;
+    const cohort_host_v1_t *h = co->host;
+    size_t sl, rl;
+    map_lens(co, co->rank, &sl, &rl);
+    int sfd = -1, rfd = -1;
+    uint64_t sid = 0, soff = 0, rid = 0, roff = 0;
+    if (sl && !h->mem_shared(a->sendbuf, sl, &sfd, &sid, &soff)) return 0;
+    if (rl && !h->mem_shared(a->recvbuf, rl, &rfd, &rid, &roff)) return 0;
+    rank_ctl_t *c = &co->ctl[co->rank];
+    c->sfd = sfd;
+    c->rfd = rfd;
+    c->sid = sid;
+    c->soff = soff;
+    c->rid = rid;
+    c->roff = roff;
+    return 1;
+}
+
 /* Whether this rank can map every peer's cohort_mem_alloc blocks (probed once per endpoint),
  * published for the roots of small broadcasts. */
 static int can_map_all(shm_coll_t *co)
@@ -679,14 +694,7 @@ static int sb_lend_mine(shm_coll_t *co)
     for (int j = 0; j < co->n; j++)
         if (j != co->rank && atomic_load_explicit(&co->ctl[j].mapcap, memory_order_acquire) != 2u)
             return 0;
-    rank_ctl_t *c = &co->ctl[co->rank];
-    int rfd;
-    uint64_t rid, roff;
-    if (!h->mem_shared(a->recvbuf, co->bytes, &rfd, &rid, &roff)) return 0;
-    c->sfd = -1;
-    c->rfd = rfd;
-    c->rid = rid;
-    c->roff = roff;
+    if (!describe_bufs(co)) return 0;
     if (!(co->map_said & 4)) {
         co->map_said |= 4;
         co->host->log(COHORT_LOG_INFO, "shm", "shm: rank %d: its small broadcasts from "
@@ -706,21 +714,7 @@ static int describe_mine(shm_coll_t *co)
     if (!COHORT_HAS_FIELD(h, cohort_host_v1_t, mem_shared) || !h->mem_shared) return 0;
     if (a->coll == COHORT_TP_ALLTOALL && a->sendbuf == (const void *)a->recvbuf)
         return 0;   /* we would overwrite blocks the peers still read */
-    size_t sl, rl;
-    map_lens(co, co->rank, &sl, &rl);
-    int sfd = -1, rfd = -1;
-    uint64_t sid = 0, soff = 0, rid = 0, roff = 0;
-    if (sl && !h->mem_shared(a->sendbuf, sl, &sfd, &sid, &soff)) return 0;
-    if (rl && !h->mem_shared(a->recvbuf, rl, &rfd, &rid, &roff)) return 0;
-    if (!can_map_all(co)) return 0;
-    rank_ctl_t *c = &co->ctl[co->rank];
-    c->sfd = sfd;
-    c->rfd = rfd;
-    c->sid = sid;
-    c->soff = soff;
-    c->rid = rid;
-    c->roff = roff;
-    return 1;
+    return describe_bufs(co) && can_map_all(co);
 }
 
 /* Every rank published M_MAPPED: map what this rank reads of its peers. */
@@ -930,11 +924,8 @@ static void stage(shm_coll_t *co)
     if (co->sb) {   /* our entry in the small lane; the root's carries the data */
         sb_hdr_t *e = sb_of(co, co->rank, co->t);
         e->lend = (uint64_t)co->sb_lend;   /* lent: the readers read our buffer itself */
-        if (co->rank == a->root && co->bytes && !co->sb_lend) {
-            unsigned char *d = sb_data(co, co->rank, co->t, co->bytes);
-            if (co->bytes >= SB_STREAM_MIN) stream_copy(d, a->recvbuf, co->bytes);
-            else memcpy(d, a->recvbuf, co->bytes);
-        }
+        if (co->rank == a->root && co->bytes && !co->sb_lend)
+            put(sb_data(co, co->rank, co->t, co->bytes), a->recvbuf, co->bytes, 1);
         e->tag = a->tag;
         e->chain = co->chain;
         atomic_store_explicit(&e->step, co->t, memory_order_release);
@@ -956,28 +947,29 @@ static void stage(shm_coll_t *co)
     case COHORT_TP_ALLREDUCE: case COHORT_TP_REDUCE:
         span(co, co->bytes, &off, &len);
         if (co->direct) {
-            put(co, dst, src + off, len);
+            put(dst, src + off, len, co->stream);
         } else {   /* our own slice is reduced from sendbuf: stage only what the others read */
             size_t at, slen;
             my_slice(co, len, &at, &slen);
-            put(co, dst, src + off, at);
-            put(co, dst + at + slen, src + off + at + slen, len - at - slen);
+            put(dst, src + off, at, co->stream);
+            put(dst + at + slen, src + off + at + slen, len - at - slen, co->stream);
         }
         break;
     case COHORT_TP_ALLGATHER:
         span(co, co->bytes, &off, &len);
-        put(co, dst, src + off, len);
+        put(dst, src + off, len, co->stream);
         break;
     case COHORT_TP_BROADCAST:
         if (co->rank != a->root) break;
         span(co, co->bytes, &off, &len);
-        put(co, dst, (const unsigned char *)a->recvbuf + off, len);
+        put(dst, (const unsigned char *)a->recvbuf + off, len, co->stream);
         break;
     case COHORT_TP_REDUCE_SCATTER: case COHORT_TP_ALLTOALL:
         span(co, co->bytes, &off, &len);
         for (int i = 0; i < co->n; i++)
             if (i != co->rank || a->coll == COHORT_TP_ALLTOALL)
-                put(co, dst + (size_t)i * co->unit, src + (size_t)i * co->bytes + off, len);
+                put(dst + (size_t)i * co->unit, src + (size_t)i * co->bytes + off, len,
+                    co->stream);
         break;
     default:
         break;
@@ -1165,7 +1157,7 @@ static int compute(shm_coll_t *co)
             unsigned char *res = res_of(co, co->t) + at;
             if (a->coll == COHORT_TP_ALLREDUCE) {
                 reduce_mine(co, rb + off + at, own, at, slen);
-                put(co, res, rb + off + at, slen);
+                put(res, rb + off + at, slen, co->stream);
             } else {
                 reduce_mine(co, res, own, at, slen);
             }

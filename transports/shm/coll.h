@@ -11,6 +11,7 @@
 #include <cohort/plugin.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #define SHM_COLL_NSLOTS 4                       /* rounds a rank may run ahead of the slowest */
 #define SHM_COLL_DEFAULT_ROUND ((long)256 << 10) /* COHORT_SHM_COLL_CHUNK */
@@ -34,6 +35,14 @@ typedef struct shm_coll_hooks {
 } shm_coll_hooks_t;
 
 typedef struct shm_coll shm_coll_t;
+
+/* CLOCK_MONOTONIC in ns (shm.c's deadlines, coll.c's timing of its stores). */
+static inline uint64_t shm_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* Round size actually used for a requested one (rounded to pages, at least 64 bytes per rank). */
 size_t shm_coll_round(int nranks, size_t requested);

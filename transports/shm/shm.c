@@ -318,13 +318,6 @@ typedef struct shm_ep {
 
 /* ---- small helpers ----------------------------------------------------------------------- */
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static int ct_equal(const unsigned char *a, const unsigned char *b, size_t n)
 {
     unsigned char d = 0;
@@ -445,7 +438,7 @@ static void make_nonce(unsigned char *nonce)
 {
     if (getrandom(nonce, SHM_NONCE_LEN, GRND_NONBLOCK) == (ssize_t)SHM_NONCE_LEN) return;
     static _Atomic uint64_t counter;
-    uint64_t t = now_ns(), c = atomic_fetch_add(&counter, 1) + 1;
+    uint64_t t = shm_now_ns(), c = atomic_fetch_add(&counter, 1) + 1;
     put64(nonce, t ^ ((uint64_t)getpid() << 32));
     put64(nonce + 8, c);
 }
@@ -647,7 +640,7 @@ static void ep_after(shm_ep_t *ep, uint64_t ev0)
         ep_kick(ep);
         return;
     }
-    uint64_t t = now_ns();
+    uint64_t t = shm_now_ns();
     if (ep->idle == SHM_ARM_CALLS) ep->idle_since = t;
     if (t - ep->idle_since < SHM_ARM_NS) {
         ep_kick(ep);
@@ -706,7 +699,7 @@ static int check_peer_alive(shm_conn_t *c, int force)
      * the check runs after max(2 ms, 64 calls); idle ranks poll at least every 2 ms (the core's
      * cap), so a dead peer is still seen within ~130 ms */
     if (!force && (++c->live_calls & (SHM_LIVENESS_CALLS - 1))) return 0;
-    uint64_t t = now_ns();
+    uint64_t t = shm_now_ns();
     if (!force && t < c->next_live_check) return 0;
     c->next_live_check = t + SHM_LIVENESS_NS;
     if (pid_gone(c->pidfd, c->peer_pid)) {
@@ -872,7 +865,7 @@ static int cma_probe(shm_ep_t *ep, int pid, uint64_t addr, uint64_t expect, int 
  * through creating it leaves it behind unless we remove it (checked at most every 2 ms). */
 static void owner_gone_while_creating(shm_conn_t *c)
 {
-    uint64_t t = now_ns();
+    uint64_t t = shm_now_ns();
     if (t < c->next_live_check) return;
     c->next_live_check = t + SHM_LIVENESS_NS;
     if (kill(c->paddr.pid, 0) == 0 || errno != ESRCH) return;
@@ -891,7 +884,7 @@ static void connector_step(shm_conn_t *c)
         if (fd < 0) {
             if (errno == ENOENT) {
                 /* not created yet (accept not called) or the acceptor is gone */
-                uint64_t t = now_ns();
+                uint64_t t = shm_now_ns();
                 if (t >= c->next_live_check) {
                     c->next_live_check = t + SHM_LIVENESS_NS;
                     if (kill(c->paddr.pid, 0) < 0 && errno == ESRCH)
@@ -1741,7 +1734,7 @@ static cohort_status_t coll_peer_check(void *epv, int peer, int report)
         if (c->state == C_READY &&
             atomic_load_explicit(&c->ctl->closed[peer_side(c)], memory_order_acquire))
             return COHORT_ERR_PEER_LOST;
-        if (c->state == C_READY && now_ns() >= c->next_live_check &&
+        if (c->state == C_READY && shm_now_ns() >= c->next_live_check &&
             pid_gone(c->pidfd, c->peer_pid))
             return COHORT_ERR_PEER_LOST;
         return COHORT_SUCCESS;
