@@ -12,6 +12,7 @@
 
 #include "transports/verbs/vb_credit.h"
 #include "transports/verbs/vb_hca.h"
+#include "transports/verbs/vb_memev.h"
 #include "transports/verbs/vb_regcache.h"
 
 /* ---- credits ------------------------------------------------------------------------------ */
@@ -234,7 +235,7 @@ START_TEST(regcache_hits_and_ranges)
 {
     fake_t f = { 0 };
     vb_regcache_t rc;
-    vb_rc_init(&rc, 4, 4096, fake_reg, fake_dereg, &f);
+    vb_rc_init(&rc, 4, 4096, 1, fake_reg, fake_dereg, &f);
     static char buf[1 << 16] __attribute__((aligned(4096)));
     vb_rc_entry_t *a = vb_rc_get(&rc, buf + 100, 1000);
     ck_assert_ptr_nonnull(a);
@@ -273,7 +274,7 @@ START_TEST(regcache_eviction_and_refs)
 {
     fake_t f = { 0 };
     vb_regcache_t rc;
-    vb_rc_init(&rc, 3, 4096, fake_reg, fake_dereg, &f);
+    vb_rc_init(&rc, 3, 4096, 1, fake_reg, fake_dereg, &f);
     static char buf[16 * 4096] __attribute__((aligned(4096)));
     vb_rc_entry_t *e[8];
     /* 5 entries in use at once: the cap is exceeded, but nothing in use is evicted */
@@ -301,13 +302,17 @@ START_TEST(regcache_eviction_and_refs)
     ck_assert_int_eq(f.regs, regs + 1);
     vb_rc_put(&rc, vb_rc_get(&rc, buf + 2 * 4096, 10));
     ck_assert_int_eq(f.regs, regs + 2);
-    /* invalidate drops what is unused in the range and reports what is in use */
+    /* invalidate drops what is unused in the range and marks what is in use stale: never
+     * found again, deregistered at its last put */
     vb_rc_entry_t *busy = vb_rc_get(&rc, buf + 4 * 4096, 10);
     ck_assert_uint_eq(vb_rc_invalidate(&rc, buf, 16 * 4096), 1);
     ck_assert_uint_eq(rc.count, 1);
+    ck_assert_int_eq(busy->stale, 1);
+    int deregs = f.deregs;
     vb_rc_put(&rc, busy);
-    ck_assert_uint_eq(vb_rc_invalidate(&rc, buf, 16 * 4096), 0);
+    ck_assert_int_eq(f.deregs, deregs + 1);
     ck_assert_uint_eq(rc.count, 0);
+    ck_assert_uint_eq(vb_rc_invalidate(&rc, buf, 16 * 4096), 0);
     ck_assert_int_eq(f.live, 0);
     /* a failing registration returns NULL with its errno and caches nothing */
     f.fail = 1;
@@ -319,6 +324,123 @@ START_TEST(regcache_eviction_and_refs)
     vb_rc_get(&rc, buf, 10);                 /* left referenced: fini releases it anyway */
     vb_rc_fini(&rc);
     ck_assert_int_eq(f.live, 0);
+}
+END_TEST
+
+/* An unmap reported through the log (what libucm's hook does inside munmap or free): the next
+ * lookup drops every entry it overlaps, in use or not, and registers again. */
+START_TEST(regcache_drops_unmapped)
+{
+    fake_t f = { 0 };
+    vb_regcache_t rc;
+    vb_rc_init(&rc, 8, 4096, 1, fake_reg, fake_dereg, &f);
+    static char buf[16 * 4096] __attribute__((aligned(4096)));
+    vb_rc_put(&rc, vb_rc_get(&rc, buf, 3 * 4096));
+    vb_rc_put(&rc, vb_rc_get(&rc, buf + 8 * 4096, 4096));
+    vb_rc_put(&rc, vb_rc_get(&rc, buf, 3 * 4096));
+    ck_assert_int_eq(f.regs, 2);
+    /* the last byte of the first entry's range goes: that entry goes, the other stays */
+    vb_memev_record(buf + 3 * 4096 - 1, 1);
+    ck_assert_uint_eq(rc.count, 2);   /* lazily: at the next lookup */
+    vb_rc_entry_t *e = vb_rc_get(&rc, buf, 3 * 4096);
+    ck_assert_int_eq(f.regs, 3);
+    ck_assert_int_eq(f.deregs, 1);
+    ck_assert_uint_eq(rc.invalidated, 1);
+    vb_rc_put(&rc, vb_rc_get(&rc, buf + 8 * 4096, 4096));
+    ck_assert_int_eq(f.regs, 3);
+    /* unmapped while in use (a buffer freed during its own message): the entry is no longer
+     * found, and goes when its message puts it */
+    vb_memev_record(buf, 4096);
+    vb_rc_entry_t *g = vb_rc_get(&rc, buf + 4096, 10);
+    ck_assert_ptr_ne(g, e);
+    ck_assert_int_eq(e->stale, 1);
+    ck_assert_int_eq(f.regs, 4);
+    int deregs = f.deregs;
+    vb_rc_put(&rc, e);
+    ck_assert_int_eq(f.deregs, deregs + 1);
+    vb_rc_put(&rc, g);
+    /* a range ending exactly where an entry starts does not touch it */
+    vb_memev_record(buf + 7 * 4096, 4096);
+    vb_rc_put(&rc, vb_rc_get(&rc, buf + 8 * 4096, 4096));
+    ck_assert_int_eq(f.regs, 4);
+    vb_rc_fini(&rc);
+    ck_assert_int_eq(f.live, 0);
+}
+END_TEST
+
+/* A cache that fell more than the log's length behind cannot know what went: it drops all. */
+START_TEST(regcache_log_overrun_drops_all)
+{
+    fake_t f = { 0 };
+    vb_regcache_t rc;
+    vb_rc_init(&rc, 8, 4096, 1, fake_reg, fake_dereg, &f);
+    static char buf[4 * 4096] __attribute__((aligned(4096)));
+    static char other[4096] __attribute__((aligned(4096)));
+    vb_rc_put(&rc, vb_rc_get(&rc, buf, 4096));
+    vb_rc_entry_t *busy = vb_rc_get(&rc, buf + 2 * 4096, 4096);
+    for (int i = 0; i < VB_MEMEV_LOG + 1; i++) vb_memev_record(other, sizeof other);
+    vb_rc_put(&rc, vb_rc_get(&rc, buf, 4096));
+    ck_assert_int_eq(f.regs, 3);
+    ck_assert_int_eq(busy->stale, 1);
+    vb_rc_put(&rc, busy);
+    ck_assert_uint_eq(rc.count, 1);
+    /* caught up: the next lookup hits */
+    vb_rc_put(&rc, vb_rc_get(&rc, buf, 4096));
+    ck_assert_int_eq(f.regs, 3);
+    vb_rc_fini(&rc);
+    ck_assert_int_eq(f.live, 0);
+}
+END_TEST
+
+/* Where nothing reports unmaps, a registration lives as long as its message. */
+START_TEST(regcache_without_events_keeps_nothing)
+{
+    fake_t f = { 0 };
+    vb_regcache_t rc;
+    vb_rc_init(&rc, 8, 4096, 0, fake_reg, fake_dereg, &f);
+    static char buf[4 * 4096] __attribute__((aligned(4096)));
+    for (int i = 0; i < 3; i++) {
+        vb_rc_entry_t *a = vb_rc_get(&rc, buf, 100);
+        vb_rc_entry_t *b = vb_rc_get(&rc, buf, 100);   /* two messages on one buffer */
+        ck_assert_ptr_ne(a, b);
+        vb_rc_put(&rc, a);
+        ck_assert_int_eq(f.live, 1);
+        vb_rc_put(&rc, b);
+        ck_assert_int_eq(f.live, 0);
+    }
+    ck_assert_int_eq(f.regs, 6);
+    ck_assert_uint_eq(rc.count, 0);
+    ck_assert_uint_eq(rc.hits, 0);
+    vb_rc_fini(&rc);
+}
+END_TEST
+
+/* The log itself: reads in pieces, positions, and an overrun reported once. */
+START_TEST(memev_log_reads)
+{
+    uint64_t seen = vb_memev_now();
+    vb_memev_range_t r[8];
+    ck_assert_uint_eq(vb_memev_read(&seen, r, 8), 0);
+    for (uintptr_t i = 1; i <= 10; i++) vb_memev_record((void *)(i * 4096), 4096);
+    ck_assert_uint_eq(vb_memev_now() - seen, 10);
+    ck_assert_uint_eq(vb_memev_read(&seen, r, 8), 8);
+    ck_assert_uint_eq(r[0].start, 4096);
+    ck_assert_uint_eq(r[7].end, 9 * 4096);
+    ck_assert_uint_eq(vb_memev_read(&seen, r, 8), 2);
+    ck_assert_uint_eq(r[1].start, 10 * 4096);
+    ck_assert_uint_eq(vb_memev_read(&seen, r, 8), 0);
+    /* a range running past the top of the address space ends there */
+    vb_memev_record((void *)(UINTPTR_MAX - 10), 100);
+    ck_assert_uint_eq(vb_memev_read(&seen, r, 8), 1);
+    ck_assert_uint_eq(r[0].end, UINTPTR_MAX);
+    for (int i = 0; i < VB_MEMEV_LOG + 1; i++) vb_memev_record((void *)4096, 1);
+    ck_assert_uint_eq(vb_memev_read(&seen, r, 8), SIZE_MAX);
+    ck_assert_uint_eq(seen, vb_memev_now());
+    ck_assert_uint_eq(vb_memev_read(&seen, r, 8), 0);
+    /* in this build nothing feeds the log (no libucm in the unit tests) */
+    char why[256] = "";
+    if (!vb_memev_start(why, sizeof why)) ck_assert_int_gt((int)strlen(why), 10);
+    else vb_memev_stop();
 }
 END_TEST
 
@@ -429,6 +551,10 @@ int main(void)
     tc = tcase_create("regcache");
     tcase_add_test(tc, regcache_hits_and_ranges);
     tcase_add_test(tc, regcache_eviction_and_refs);
+    tcase_add_test(tc, regcache_drops_unmapped);
+    tcase_add_test(tc, regcache_log_overrun_drops_all);
+    tcase_add_test(tc, regcache_without_events_keeps_nothing);
+    tcase_add_test(tc, memev_log_reads);
     suite_add_tcase(s, tc);
     tc = tcase_create("hca");
     tcase_add_test(tc, hca_grammar);

@@ -7,8 +7,9 @@
  *             and its GID (COHORT_IB_GID_INDEX, else the IPv4-mapped RoCE v2 GID on Ethernet
  *             ports, GID 0 on InfiniBand ones).
  *   endpoint  a protection domain, one completion queue with its completion channel, a TCP
- *             listener for the queue-pair handshake, a registration cache (vb_regcache.h), and
- *             an epoll descriptor over all of them that is the endpoint's ep_fd.
+ *             listener for the queue-pair handshake, a registration cache (vb_regcache.h: kept
+ *             across messages only while libucm reports unmapped memory, vb_memev.h), and an
+ *             epoll descriptor over all of them that is the endpoint's ep_fd.
  *   conn      one Reliable Connected QP per peer with VB_SLOTS + VB_CTRL_WR pre-posted receive
  *             buffers of VB_SLOT_SIZE bytes, as many send bounce buffers, and credits
  *             (vb_credit.h). Its TCP socket carries the handshake (device address, QPN, PSN,
@@ -37,6 +38,7 @@
 
 #include "vb_credit.h"
 #include "vb_hca.h"
+#include "vb_memev.h"
 #include "vb_regcache.h"
 
 #include <arpa/inet.h>
@@ -209,6 +211,7 @@ typedef struct vb_ep {
     vb_incoming_t *incoming;
     int nincoming;
     vb_regcache_t rc;
+    int memev;                      /* vb_memev_start succeeded: the cache keeps registrations */
     unsigned fatal_seen;
     int in_progress, signalled;
 } vb_ep_t;
@@ -1465,11 +1468,13 @@ static cohort_status_t vb_ep_close(cohort_tp_ep_t e)
     if (ep->pd) {
         if (ep->rc.hits + ep->rc.misses)
             ep->host->log(COHORT_LOG_INFO, SUBSYS, "verbs: rank %d: registration cache: %llu "
-                          "hits, %llu registrations, %llu evictions", ep->rank,
-                          (unsigned long long)ep->rc.hits, (unsigned long long)ep->rc.misses,
-                          (unsigned long long)ep->rc.evictions);
+                          "hits, %llu registrations, %llu evictions, %llu dropped as unmapped",
+                          ep->rank, (unsigned long long)ep->rc.hits,
+                          (unsigned long long)ep->rc.misses, (unsigned long long)ep->rc.evictions,
+                          (unsigned long long)ep->rc.invalidated);
         vb_rc_fini(&ep->rc);
     }
+    if (ep->memev) vb_memev_stop();
     if (ep->cq) {
         if (ep->cq_unacked) ibv_ack_cq_events(ep->cq, ep->cq_unacked);
         ibv_destroy_cq(ep->cq);
@@ -1479,6 +1484,27 @@ static cohort_status_t vb_ep_close(cohort_tp_ep_t e)
     free(ep->conns);
     free(ep);
     return COHORT_SUCCESS;
+}
+
+/* The registration cache keeps registrations across messages only where unmapped memory is
+ * reported (vb_memev.h); else each large message registers its buffers and deregisters them when
+ * it completes. Said once per process at INFO: which, and why. */
+static void cache_start(vb_ep_t *ep)
+{
+    static atomic_int said;
+    char why[256] = "";
+    ep->memev = vb_memev_start(why, sizeof why);
+    vb_rc_init(&ep->rc, VB_REG_CACHE, (size_t)sysconf(_SC_PAGESIZE), ep->memev, rc_reg, rc_dereg,
+               ep);
+    if (atomic_exchange(&said, 1)) return;
+    if (ep->memev)
+        ep->host->log(COHORT_LOG_INFO, SUBSYS, "verbs: rank %d: registration cache on: libucm "
+                      "reports unmapped memory, so registrations are kept across messages and "
+                      "dropped when their pages go", ep->rank);
+    else
+        ep->host->log(COHORT_LOG_INFO, SUBSYS, "verbs: rank %d: registration cache off: %s; "
+                      "each large message registers its buffers and deregisters them when it "
+                      "completes", ep->rank, why);
 }
 
 static cohort_status_t vb_ep_open(cohort_tp_ctx_t c, const cohort_ep_info_t *info,
@@ -1505,7 +1531,7 @@ static cohort_status_t vb_ep_open(cohort_tp_ctx_t c, const cohort_ep_info_t *inf
     int err = 0;
     if (!ep->conns) { what = "calloc"; err = ENOMEM; goto fail; }
     if (!(ep->pd = ibv_alloc_pd(x->dev))) { what = "ibv_alloc_pd"; err = errno; goto fail; }
-    vb_rc_init(&ep->rc, VB_REG_CACHE, (size_t)sysconf(_SC_PAGESIZE), rc_reg, rc_dereg, ep);
+    cache_start(ep);
     if (!(ep->chan = ibv_create_comp_channel(x->dev))) {
         what = "ibv_create_comp_channel";
         err = errno;
