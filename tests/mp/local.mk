@@ -22,3 +22,9 @@ tests_mp_faulty_SOURCES = tests/mp/faulty.c
 tests_mp_faulty_LDADD = libcohort.la
 TESTS += tests/mp/test_faults.sh tests/mp/test_faults_nolauncher.sh
 dist_noinst_SCRIPTS += tests/mp/test_faults.sh tests/mp/test_faults_nolauncher.sh tests/mp/faults_lib.sh
+# memchurn: every collective with buffers freed, re-mapped, realloc'd and madvise'd between calls
+# (what frameworks do), results checked element by element: run by test_collectives.sh over shm
+# and tcp, and by tests/verbs over verbs.
+check_PROGRAMS += tests/mp/memchurn
+tests_mp_memchurn_SOURCES = tests/mp/memchurn.c
+tests_mp_memchurn_LDADD = libcohort.la
