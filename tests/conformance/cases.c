@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define KiB ((size_t)1024)
@@ -254,6 +255,107 @@ static int case_8m(cf_world_t *w)
 {
     static const size_t s[] = { 8 * MiB };
     return exchange_sizes(w, s, 1);
+}
+
+/* Buffers unmapped and mapped again at the same address between messages, as a framework's
+ * allocator does: a plugin that keeps a registration or mapping by address past the memory
+ * behind it would move the old pages. Round k moves MiB + 3 bytes both ways with every peer
+ * through buffers that are, by turns, munmap'd and mmap'd again at the last address,
+ * madvise(MADV_DONTNEED)'d (same address, fresh pages), or malloc'd and freed; each round's
+ * contents differ. Fails unless buffers did land on the addresses of the round before. */
+typedef struct rbuf {
+    unsigned char *p;
+    uintptr_t last;   /* where the last buffer of this kind was */
+    void *map;        /* way 1: the mapping kept between turns */
+} rbuf_t;
+
+static size_t pages_of(size_t n)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    return (n + pg - 1) / pg * pg;
+}
+
+/* Way 0: mmap at the last address; 1: the kept mapping, madvise'd; 2: malloc. NULL: no memory. */
+static unsigned char *rbuf_get(rbuf_t *b, int way, size_t len, int *same)
+{
+    size_t m = pages_of(len);
+    void *p;
+    if (way == 2) {
+        p = malloc(len);
+    } else if (way == 1 && b->map) {
+        p = madvise(b->map, m, MADV_DONTNEED) ? NULL : b->map;
+    } else {
+        p = mmap(way == 0 ? (void *)b->last : NULL, m, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) p = NULL;
+        else if (way == 1) b->map = p;
+    }
+    if (p && b->last == (uintptr_t)p) ++*same;
+    if (p) b->last = (uintptr_t)p;
+    return b->p = p;
+}
+
+static void rbuf_put(rbuf_t *b, int way, size_t len)
+{
+    if (way == 2) free(b->p);
+    else if (way == 0) munmap(b->p, pages_of(len));
+    b->p = NULL;   /* way 1: the mapping stays for the next turn */
+}
+
+static int case_remap(cf_world_t *w)
+{
+    if (cf_world(w)) return -1;
+    const size_t len = MiB + 3;
+    const int rounds = 9;
+    int npeer = w->np - 1, same = 0;
+    size_t nb = (size_t)w->np * 3;   /* [peer * 3 + way] */
+    cf_req_t *q = cf_alloc(w, (size_t)(2 * npeer) * sizeof *q);
+    rbuf_t *sb = cf_alloc(w, nb * sizeof *sb), *rb = cf_alloc(w, nb * sizeof *rb);
+    if (!q || !sb || !rb) return cf_fail(w, "out of memory");
+    memset(sb, 0, nb * sizeof *sb);
+    memset(rb, 0, nb * sizeof *rb);
+    static const char *how[] = { "munmap'd and mapped again", "madvise(MADV_DONTNEED)'d",
+                                 "malloc'd and freed" };
+    for (int k = 0; k < rounds; k++) {
+        int way = k % 3, n = 0;
+        for (int p = 0; p < w->np; p++) {
+            if (p == w->rank) continue;
+            rbuf_t *s = &sb[p * 3 + way], *r = &rb[p * 3 + way];
+            if (!rbuf_get(s, way, len, &same) || !rbuf_get(r, way, len, &same))
+                return cf_fail(w, "round %d: no memory for the buffers", k);
+            cf_fill(s->p, len, cf_seed(w, w->rank, p, 1000 + k));
+            memset(r->p, 0xee, len);
+            cf_irecv(w, p, r->p, len, tag_of(k, 0), NULL, &q[n++]);
+        }
+        for (int p = 0; p < w->np; p++)
+            if (p != w->rank) cf_isend(w, p, sb[p * 3 + way].p, len, tag_of(k, 0), NULL, &q[n++]);
+        if (cf_wait(w, q, n, CF_ORDER_FORWARD)) return -1;
+        for (int i = 0; i < n; i++)
+            if (q[i].st != COHORT_SUCCESS)
+                return cf_fail(w, "round %d (buffers %s): %s rank %d failed: %s: %s", k, how[way],
+                               q[i].is_send ? "send to" : "receive from", q[i].peer,
+                               cohort_strerror(q[i].st), q[i].err);
+        for (int p = 0; p < w->np; p++) {
+            if (p == w->rank) continue;
+            rbuf_t *s = &sb[p * 3 + way], *r = &rb[p * 3 + way];
+            size_t bad = cf_check(r->p, len, cf_seed(w, p, w->rank, 1000 + k));
+            if (bad != len)
+                return cf_fail(w, "round %d (buffers %s): the message from rank %d is wrong "
+                               "from byte %zu on (%s)", k, how[way], p, bad,
+                               r->p[bad] == 0xee ? "never written: it went to other pages"
+                                                 : "data of another round or peer");
+            rbuf_put(s, way, len);
+            rbuf_put(r, way, len);
+        }
+    }
+    for (size_t i = 0; i < nb; i++) {
+        if (sb[i].map) munmap(sb[i].map, pages_of(len));
+        if (rb[i].map) munmap(rb[i].map, pages_of(len));
+    }
+    if (same == 0)
+        return cf_fail(w, "no buffer landed where the last one of its kind had been: the case "
+                       "saw nothing");
+    return 0;
 }
 
 static int case_short(cf_world_t *w)
@@ -1449,6 +1551,7 @@ const cf_case_t cf_cases[] = {
     { "send/recv 64 KiB + 1", case_64k_plus },
     { "send/recv 1 MiB", case_1m },
     { "send/recv 8 MiB", case_8m },
+    { "buffers unmapped and mapped again at the same address between messages", case_remap },
     { "receive larger than the message reports its size", case_short },
     { "1000 small messages in flight per direction", case_many },
     { "both directions at once, large and small", case_both_ways },

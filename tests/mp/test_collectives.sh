@@ -1,7 +1,8 @@
 #!/bin/sh
 # Every collective x dtype x op x in/out-of-place through cohortrun at np = 1..5, over the
 # default transport (shm between these same-node ranks), again over TCP, with forced algorithms,
-# a tiny pipeline chunk and other socket counts; the tcp reachability probe's log line.
+# a tiny pipeline chunk and other socket counts; buffers re-made between calls (memchurn); the tcp
+# reachability probe's log line.
 . "$top_srcdir/tests/mp/lib.sh"
 CC="$top_builddir/tests/mp/collcheck"
 
@@ -22,6 +23,19 @@ run_case "collectives over tcp np=2, 1 socket per peer" \
     env COHORT_TRANSPORTS=tcp COHORT_SOCKET_NSOCKS=1 "$COHORTRUN" -np 2 "$CC" --big
 run_case "collectives over tcp np=3, 4 sockets per peer" \
     env COHORT_TRANSPORTS=tcp COHORT_SOCKET_NSOCKS=4 "$COHORTRUN" -np 3 "$CC" --big
+# Buffers freed, mapped again at the same address, realloc'd and madvise'd between calls (what
+# frameworks do): shm (staged, single copy, mapped mode for cohort_mem_alloc blocks), tcp, and
+# ucx over its tcp (its own registration cache, with libucm's hooks).
+run_case "memchurn np=3 (shm): buffers re-made between calls, every element checked" \
+    "$COHORTRUN" -np 3 "$top_builddir/tests/mp/memchurn" --need-reuse 200
+run_case "memchurn np=2 (shm)" "$COHORTRUN" -np 2 "$top_builddir/tests/mp/memchurn" --need-reuse 200
+run_case "memchurn over tcp np=3" \
+    env COHORT_TRANSPORTS=tcp "$COHORTRUN" -np 3 "$top_builddir/tests/mp/memchurn" --need-reuse 200
+if [ -e "$top_builddir/.libs/libcohort-ucx.so" ]; then
+    run_case "memchurn over ucx (UCX_TLS=tcp, zero-copy chunks) np=2" \
+        env COHORT_TRANSPORTS=ucx UCX_TLS=tcp COHORT_UCX_ZCOPY=1 "$COHORTRUN" -np 2 \
+        "$top_builddir/tests/mp/memchurn" --max 1048580 --need-reuse 100
+fi
 # tcp start-up: every rank probes its peers' addresses and logs, once per peer address set (all
 # peers share one here), which address answered; the probes are closed quietly (no WARN).
 run_case "tcp reachability probe at np=4: one INFO line per rank, no WARN" \

@@ -4,7 +4,8 @@
 # Open MPI ranks (OMPI_COMM_WORLD_*, COHORT_RENDEZVOUS at rank 0 on guest 0) since cohortrun
 # cannot start ranks in the other guest. Checks that each pair of ranks uses shm inside a guest
 # and verbs across (cohort-info --peers), then runs collcheck at np=4 (hierarchical collectives:
-# shm node collectives, verbs between the guests). Exit 0 when both checks pass on this guest.
+# shm node collectives, verbs between the guests) and memchurn (buffers re-made between
+# collectives). Exit 0 when every check passes on this guest.
 node=${RXEVM_NODE:?run by test_rxe2.sh inside rxe-vm}
 B=${top_builddir:?}
 export COHORT_RENDEZVOUS=tcp://10.77.0.1:29400 COHORT_JOB_ID=rxe2-job \
@@ -52,6 +53,15 @@ if ranks coll "$B/tests/mp/collcheck"; then
 else
     echo "not ok - collcheck np=4 over 2 guests"
     grep -vE '^ok|WARN error: cohort_|invalid argument' "$out/coll.0" "$out/coll.1" | tail -n 30
+    failed=1
+fi
+# Buffers re-made between collectives (tests/mp/memchurn) with verbs between the guests: the
+# registration cache across two nodes, and shm's inside each.
+if ranks churn "$B/tests/mp/memchurn" --max 262148 --need-reuse 50; then
+    echo "ok - memchurn np=4 over 2 guests (${T} s): $(grep 'passed,' "$out/churn.0" | tail -n 1)"
+else
+    echo "not ok - memchurn np=4 over 2 guests"
+    tail -n 30 "$out/churn.0" "$out/churn.1"
     failed=1
 fi
 rm -rf "$out"

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Runs INSIDE the rxe-vm guest (tests/verbs/test_rxe.sh starts it), on a real Soft-RoCE rxe0
 # shared by every rank: the plugin conformance suite over verbs at np=2 and 3, the collective
-# suite over COHORT_TRANSPORTS=verbs at np=2 and 3, COHORT_IB_HCA choosing and excluding the
-# device, and a rank killed with SIGKILL in the middle of allreduces.
+# suite over COHORT_TRANSPORTS=verbs at np=2 and 3, buffers re-made between collectives
+# (memchurn), COHORT_IB_HCA choosing and excluding the device, and a rank killed with SIGKILL in
+# the middle of allreduces.
 . "$top_srcdir/tests/mp/lib.sh"
 . "$top_srcdir/tests/mp/faults_lib.sh"
 export COHORT_TIMEOUT=60 CASE_TIMEOUT=240
@@ -21,6 +22,24 @@ run_case "collectives over verbs np=2 (COHORT_IB_HCA==rxe0:1)" \
     env COHORT_TRANSPORTS=verbs COHORT_IB_HCA==rxe0:1 "$COHORTRUN" -np 2 "$B/tests/mp/collcheck"
 run_case "collectives over verbs np=3" \
     env COHORT_TRANSPORTS=verbs "$COHORTRUN" -np 3 "$B/tests/mp/collcheck"
+# Buffers freed, mapped again at the same address, realloc'd and madvise'd between collectives
+# (tests/mp/memchurn): the registration cache must never use a registration whose pages went.
+# Plain builds keep registrations (libucm reports unmaps); under AddressSanitizer, whose allocator
+# bypasses libc, and with UCX_MEM_EVENTS=n every message registers its own.
+run_case "memchurn over verbs np=2: every collective, buffers re-made between calls, 4 B-1 MiB" \
+    env COHORT_TRANSPORTS=verbs "$COHORTRUN" -np 2 "$B/tests/mp/memchurn" --max 1048580 \
+    --need-reuse 100
+run_case "memchurn over verbs np=2: 8 MiB broadcasts and allreduces on re-made buffers" \
+    env COHORT_TRANSPORTS=verbs "$COHORTRUN" -np 2 "$B/tests/mp/memchurn" --max 8388612 \
+    --kinds malloc,mmap,madvise --colls broadcast,allreduce --need-reuse 20
+run_case "memchurn over verbs np=3, MALLOC_MMAP_THRESHOLD_=65536 (every free of 64 KiB+ unmaps)" \
+    env COHORT_TRANSPORTS=verbs MALLOC_MMAP_THRESHOLD_=65536 "$COHORTRUN" -np 3 \
+    "$B/tests/mp/memchurn" --max 262148 --need-reuse 100
+run_case "memchurn over verbs np=2 with UCX_MEM_EVENTS=n: the cache says it is off, results right" \
+    sh -c 'out=$(env COHORT_TRANSPORTS=verbs UCX_MEM_EVENTS=n COHORT_DEBUG=INFO COHORT_DEBUG_SUBSYS=net \
+                 "$0" -np 2 "$1" --max 65540 --need-reuse 20 2>&1) || { echo "$out"; exit 1; }
+           echo "$out" | grep -q "registration cache off: libucm cannot report unmapped memory" ||
+               { echo "$out"; exit 1; }' "$COHORTRUN" "$B/tests/mp/memchurn"
 run_case "COHORT_IB_HCA=^rxe: no port left, the job fails naming the setting" \
     sh -c 'out=$(env COHORT_TRANSPORTS=verbs COHORT_IB_HCA=^rxe "$0" -np 2 "$1" 2>&1) && exit 1
            echo "$out" | grep -q "no RDMA device with an active port allowed by COHORT_IB_HCA=^rxe" || { echo "$out"; exit 1; }' \

@@ -4,7 +4,7 @@
 # each guest (tests/verbs/rxe2_inner.sh): shm inside a guest, verbs across, collcheck at np=4.
 # Skips (77) like test_rxe.sh (same requirements; COHORT_SKIP_RXE=1 skips both).
 . "$top_srcdir/tests/verbs/rxe_lib.sh"
-rxe_prepare tests/mp/collcheck tools/cohort-info
+rxe_prepare tests/mp/collcheck tests/mp/memchurn tools/cohort-info
 RXEVM_VMS=2 RXEVM_ROOT=host RXEVM_BUILD=0 RXEVM_TIMEOUT=${RXEVM_TIMEOUT:-420} \
     RXEVM_ENV="top_builddir top_srcdir" \
     "$RXEVM_DIR/run-in-vm.sh" "$share" sh "$src/tests/verbs/rxe2_inner.sh"
