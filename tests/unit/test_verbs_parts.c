@@ -5,6 +5,8 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -444,6 +446,46 @@ START_TEST(memev_log_reads)
 }
 END_TEST
 
+/* The hook runs in whichever thread unmaps, while the cache's thread reads: two writers and a
+ * reader at once. Every range is read exactly once unless the reader is told it fell behind
+ * (then it has to drop everything). Built under ThreadSanitizer too. */
+#define MT_RANGES 50000
+static void *mt_writer(void *arg)
+{
+    uintptr_t base = (uintptr_t)arg;
+    for (uintptr_t i = 0; i < MT_RANGES; i++) vb_memev_record((void *)(base + i * 4096), 4096);
+    return NULL;
+}
+
+START_TEST(memev_log_threads)
+{
+    uint64_t start = vb_memev_now(), seen = start;
+    pthread_t t[2];
+    ck_assert_int_eq(pthread_create(&t[0], NULL, mt_writer, (void *)((uintptr_t)1 << 40)), 0);
+    ck_assert_int_eq(pthread_create(&t[1], NULL, mt_writer, (void *)((uintptr_t)2 << 40)), 0);
+    uint64_t got = 0, lost = 0;
+    vb_memev_range_t r[64];
+    /* until both writers are done and everything they wrote is read */
+    while (vb_memev_now() - start < 2 * MT_RANGES || seen != vb_memev_now()) {
+        size_t n = vb_memev_read(&seen, r, 64);
+        if (n == SIZE_MAX) {
+            lost++;
+            continue;
+        }
+        for (size_t i = 0; i < n; i++) {
+            ck_assert_uint_eq(r[i].end - r[i].start, 4096);
+            ck_assert(r[i].start >> 40 == 1 || r[i].start >> 40 == 2);
+        }
+        got += n;
+        if (!n) sched_yield();
+    }
+    pthread_join(t[0], NULL);
+    pthread_join(t[1], NULL);
+    if (!lost) ck_assert_uint_eq(got, 2 * MT_RANGES);
+    else ck_assert_uint_lt(got, 2 * MT_RANGES);
+}
+END_TEST
+
 /* ---- COHORT_IB_HCA ------------------------------------------------------------------------ */
 
 /* The order devices are tried in: the host's nearest-first list first, the rest as listed. */
@@ -555,6 +597,7 @@ int main(void)
     tcase_add_test(tc, regcache_log_overrun_drops_all);
     tcase_add_test(tc, regcache_without_events_keeps_nothing);
     tcase_add_test(tc, memev_log_reads);
+    tcase_add_test(tc, memev_log_threads);
     suite_add_tcase(s, tc);
     tc = tcase_create("hca");
     tcase_add_test(tc, hca_grammar);
