@@ -1,7 +1,8 @@
 /* Buffer lifetimes as frameworks have them, run as ranks under cohortrun:
- *   cohortrun -np N tests/mp/memchurn [--max BYTES] [--kinds LIST] [--colls LIST] [--repeat R]
+ *   cohortrun -np N tests/mp/memchurn [--min BYTES] [--max BYTES] [--kinds LIST] [--colls LIST]
+ *                                    [--repeat R] [--need-reuse N]
  *
- * Every collective, at sizes from 4 bytes to --max (default 8 MiB, odd element counts), with its
+ * Every collective, at sizes from 4 bytes (--min) to --max (default 8 MiB, odd element counts), with its
  * buffers made and dropped between calls in each way a program does it:
  *   malloc   malloc before the call, free after (heap blocks and, past glibc's threshold, mmap'd
  *            ones, whose addresses the next call of that size usually gets again)
@@ -363,18 +364,19 @@ static int in_list(const char *list, const char *name)
 
 int main(int argc, char **argv)
 {
-    size_t max = (size_t)8 << 20;
+    size_t min = 0, max = (size_t)8 << 20;
     const char *kinds = NULL, *colls = NULL;
     long need_reuse = 0;
     int repeat = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--max") && i + 1 < argc) max = strtoull(argv[++i], NULL, 0);
+        else if (!strcmp(argv[i], "--min") && i + 1 < argc) min = strtoull(argv[++i], NULL, 0);
         else if (!strcmp(argv[i], "--kinds") && i + 1 < argc) kinds = argv[++i];
         else if (!strcmp(argv[i], "--colls") && i + 1 < argc) colls = argv[++i];
         else if (!strcmp(argv[i], "--need-reuse") && i + 1 < argc) need_reuse = atol(argv[++i]);
         else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: memchurn [--max BYTES] [--kinds malloc,mmap,realloc,madvise,"
+            fprintf(stderr, "usage: memchurn [--min BYTES] [--max BYTES] [--kinds malloc,mmap,realloc,madvise,"
                     "reuse,cohort] [--colls allreduce,...] [--need-reuse N] [--repeat R]\n");
             return 2;
         }
@@ -393,7 +395,7 @@ int main(int argc, char **argv)
     size_t maxbuf = max * 2 + 64;   /* room for allgather's gathered result */
     for (int rep = 0; rep < repeat; rep++)
         for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
-            if (sizes[si] > max) continue;
+            if (sizes[si] > max || sizes[si] < min) continue;
             for (int k = 0; k < NKINDS; k++) {
                 if (!in_list(kinds, kind_name[k])) continue;
                 slot_t ss = { 0 }, rs = { 0 };

@@ -57,7 +57,7 @@ else
 fi
 # Buffers re-made between collectives (tests/mp/memchurn) with verbs between the guests: the
 # registration cache across two nodes, and shm's inside each.
-if ranks churn "$B/tests/mp/memchurn" --max 262148 --need-reuse 50; then
+if ranks churn "$B/tests/mp/memchurn" --max 65540 --need-reuse 50; then
     echo "ok - memchurn np=4 over 2 guests (${T} s): $(grep 'passed,' "$out/churn.0" | tail -n 1)"
 else
     echo "not ok - memchurn np=4 over 2 guests"
