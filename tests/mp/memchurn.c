@@ -364,7 +364,7 @@ static int in_list(const char *list, const char *name)
 
 int main(int argc, char **argv)
 {
-    size_t min = 0, max = (size_t)8 << 20;
+    size_t min = 0, max = ((size_t)8 << 20) + 4;   /* the largest size below */
     const char *kinds = NULL, *colls = NULL;
     long need_reuse = 0;
     int repeat = 1;
