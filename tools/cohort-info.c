@@ -62,7 +62,7 @@ static void show_settings(void)
     const cohort_setting_t *s = cohort_settings(&n);
     printf("\nSettings (environment, then cohort.conf, then default):\n");
     for (size_t i = 0; i < n; i++) {
-        const char *v = cohort_config_get(s[i].name);
+        const char *v = cohort_config_value(s[i].name);
         printf("  %-22s = %-14s [%s; default %s]\n      %s\n", s[i].name, v ? v : "(unset)",
                cohort_config_source(s[i].name), s[i].def ? s[i].def : "unset", s[i].help);
     }

@@ -16,6 +16,7 @@
 #include "fuzz.h"
 
 #include <ctype.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -112,9 +113,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < nset; i++) {
         const char *name = set[i].name;
         if (!strcmp(name, "COHORT_CONF") || !strcmp(name, "COHORT_DEBUG")) continue;  /* env */
-        const char *got = cohort_config_get(name), *exp = ref[i] ? ref[i] : set[i].def;
+        const char *got = cohort_config_value(name), *exp = ref[i] ? ref[i] : set[i].def;
         FUZZ_CHECK((got == NULL) == (exp == NULL) && (!got || !strcmp(got, exp)),
                    "%s reads '%s', the reference says '%s'", name, got ? got : "(unset)",
+                   exp ? exp : "(unset)");
+        /* readers get words in one spelling (config.h): the same text but for its case */
+        const char *read = cohort_config_get(name);
+        int words = set[i].kind == COHORT_SET_WORD || !strcmp(name, "COHORT_TRANSPORTS") ||
+                    !strcmp(name, "COHORT_ALGO") || !strcmp(name, "COHORT_DEBUG_SUBSYS");
+        FUZZ_CHECK((read == NULL) == (exp == NULL) &&
+                   (!read || (words ? !strcasecmp(read, exp) : read == got)),
+                   "%s is read as '%s', the reference says '%s'", name, read ? read : "(unset)",
                    exp ? exp : "(unset)");
         const char *src = cohort_config_source(name);
         FUZZ_CHECK(ref[i] ? !strncmp(src, "file ", 5) && !strcmp(src + 5, memfd_path)
