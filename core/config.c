@@ -228,7 +228,7 @@ static void load_file_locked(void)
     char *text = NULL, why[160], q[104];
     size_t len = 0;
     if (path && !*path) {
-        file_problem_set("COHORT_CONF is set but empty; name a settings file, or unset it to "
+        file_problem_set("COHORT_CONF='' is set but empty; name a settings file, or unset it to "
                          "read ./cohort.conf or /etc/cohort.conf when they exist");
         return;
     }
@@ -407,12 +407,28 @@ static const char *canonical(const cohort_setting_t *s, const char *v)
     }
     if (!is_word_list(s->name)) return v;
     size_t n = strlen(v), k = 0;
-    while (k < n && !isupper((unsigned char)v[k])) k++;
+    while (k < n && !isupper((unsigned char)v[k]) && !isspace((unsigned char)v[k])) k++;
     if (k == n) return v;
+    /* lower case, without the blanks around the value and its entries */
     char *low = malloc(n + 1);
     if (!low) return v;
-    for (k = 0; k <= n; k++) low[k] = (char)tolower((unsigned char)v[k]);
-    const char *c = intern(low, n);
+    size_t m = 0;
+    for (k = 0; k < n; k++) {
+        unsigned char ch = (unsigned char)v[k];
+        if (isspace(ch)) {
+            size_t e = k;
+            while (e < n && isspace((unsigned char)v[e])) e++;
+            int edge = m == 0 || e == n || strchr(",;:^", low[m - 1]) || strchr(",;:^", v[e]);
+            if (!edge) {   /* inside a word: kept, and the check refuses it */
+                memcpy(low + m, v + k, e - k);
+                m += e - k;
+            }
+            k = e - 1;
+            continue;
+        }
+        low[m++] = (char)tolower(ch);
+    }
+    const char *c = intern(low, m);
     free(low);
     return c ? c : v;
 }

@@ -123,9 +123,11 @@ static cohort_status_t check_subsys(const char *name, const char *v)
                             name, shown(v, len, q));
     const char *p = v + (*v == '^'), *end = v + len;
     for (;;) {
-        size_t n = 0;
+        while (p < end && isblank((unsigned char)*p)) p++;
+        size_t n = 0, b = 0;
         while (p + n < end && (isalnum((unsigned char)p[n]) || p[n] == '_')) n++;
-        if (n == 0 || (p + n < end && p[n] != ','))
+        while (p + n + b < end && isblank((unsigned char)p[n + b])) b++;
+        if (n == 0 || (p + n + b < end && p[n + b] != ','))
             return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s' is not ALL or a comma list of "
                                 "subsystems (%s, or a transport plugin's name), optionally after "
                                 "^ to hide them; no empty entries", name, shown(v, len, q),
@@ -135,8 +137,8 @@ static cohort_status_t check_subsys(const char *name, const char *v)
                                 "(%s, or a transport plugin's name); it would hide every line "
                                 "of the others", name, shown(v, len, q), shown(p, n, e),
                                 COHORT_LOG_SUBSYSTEMS);
-        if (p + n == end) return COHORT_SUCCESS;
-        p += n + 1;
+        if (p + n + b == end) return COHORT_SUCCESS;
+        p += n + b + 1;
     }
 }
 

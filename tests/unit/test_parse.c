@@ -742,6 +742,7 @@ START_TEST(config_numbers)
         { "COHORT_DEBUG_SUBSYS", "nett", 0 }, { "COHORT_DEBUG_SUBSYS", "INIT,Net", 1 },
         { "COHORT_DEBUG_SUBSYS", "^init,nett", 0 }, { "COHORT_DEBUG_SUBSYS", "shm", 1 },
         { "COHORT_DEBUG_SUBSYS", "tcp,stall,jobctl,mem", 1 }, { "COHORT_DEBUG_SUBSYS", "ALL", 1 },
+        { "COHORT_DEBUG_SUBSYS", " ^init , net ", 1 }, { "COHORT_DEBUG_SUBSYS", "in it", 0 },
         { "COHORT_DEBUG_SUBSYS", "all,init", 0 }, { "COHORT_DEBUG_SUBSYS", "^", 0 },
         { "COHORT_ALGO", "AllReduce:Ring", 1 }, { "COHORT_ALGO", "allreduce:ring;;", 0 },
         { "COHORT_IB_HCA", "=", 0 }, { "COHORT_IB_HCA", "^", 0 }, { "COHORT_IB_HCA", ",,", 0 },
@@ -838,6 +839,9 @@ START_TEST(config_words_read_canonical)
         { "COHORT_UCX_ZCOPY", "Auto", "auto" }, { "COHORT_TRANSPORTS", "^SHM,Tcp", "^shm,tcp" },
         { "COHORT_ALGO", "AllReduce:Ring", "allreduce:ring" },
         { "COHORT_DEBUG_SUBSYS", "INIT,net", "init,net" },
+        { "COHORT_DEBUG_SUBSYS", " ^ init , net ", "^init,net" },
+        { "COHORT_TRANSPORTS", "shm, tcp", "shm,tcp" },
+        { "COHORT_ALGO", " allreduce : ring ; broadcast:tree", "allreduce:ring;broadcast:tree" },
         { "COHORT_SOCKET_IFNAME", "ETH0", "ETH0" },     /* the system's names: exact */
         { "COHORT_HOSTID", "Node-A", "Node-A" }, { "COHORT_DEBUG", "Loud", "Loud" },
     };
@@ -942,7 +946,7 @@ START_TEST(config_file_capped)
     static const struct { const char *path, *needle; } bad[] = {
         { "/dev/zero", "is a character device, not a regular file" },
         { "/", "is a directory" },
-        { "", "COHORT_CONF is set but empty" },
+        { "", "COHORT_CONF='' is set but empty" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         setenv("COHORT_CONF", bad[i].path, 1);
