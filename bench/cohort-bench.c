@@ -373,7 +373,7 @@ static int parse_options(int argc, char **argv, opts_t *o)
             break;
         case 'z':
             if (parse_long(optarg, 0, 1, &v)) {
-                fprintf(stderr, "cohort-bench: -z/--blocking wants 0 or 1\n");
+                fprintf(stderr, "cohort-bench: -z/--blocking wants 0 or 1, not '%s'\n", optarg);
                 return 2;
             }
             break;

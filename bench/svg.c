@@ -790,13 +790,15 @@ int bench_svg(const char *out, const char *from, const char *labels, const char 
                 nf);
         goto out;
     }
+    for (size_t i = 0; i < nf; i++)
+        if (!*files[i]) {   /* before any file is read: a list with no empty entries */
+            fprintf(stderr, "cohort-bench: --from '%s' has an empty file name (two commas in a "
+                    "row, or one at an end)\n", from);
+            goto out;
+        }
     char deftitle[160] = "cohort-bench: bus bandwidth";
     for (size_t i = 0; i < nf; i++) {
         char err[512] = "";
-        if (!*files[i]) {
-            fprintf(stderr, "cohort-bench: empty file name in --from\n");
-            goto out;
-        }
         char coll[64];
         if (add_file(&p, files[i], nl ? labs[i] : NULL, coll, sizeof coll, err, sizeof err)) {
             fprintf(stderr, "cohort-bench: %s\n", err);
