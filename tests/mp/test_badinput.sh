@@ -12,7 +12,7 @@
 PROG="$top_builddir/examples/allreduce"
 INFO="$top_builddir/tools/cohort-info"
 BENCH="$top_builddir/bench/cohort-bench"
-CASE_S=30
+CASE_S=${BADINPUT_TIMEOUT:-30}   # seconds one case may take; past that it hung
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 1' INT TERM
