@@ -61,30 +61,27 @@ static cohort_status_t check_word(const cohort_setting_t *s, const char *v)
  * to the '*'. */
 static cohort_status_t check_plugin_path(const char *name, const char *v)
 {
-    char q[SHOWN + 4], e[SHOWN + 4];
+    char q[SHOWN + 4], e[SHOWN + 4], dir[4096];
     for (const char *p = v;; p++) {
         size_t n = strcspn(p, ":");
         if (n == 0)
             return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s' has an empty entry (two ':' "
                                 "in a row, or one at an end); list directories separated by "
                                 "single ':'", name, shown(v, strlen(v), q));
-        {
-            char dir[4096];
-            const char *star = memchr(p, '*', n);
-            size_t dn = star ? (size_t)(star - p) : n;
-            if (dn == 0 || dn >= sizeof dir)
-                return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s': entry '%s' is not a "
-                                    "directory", name, shown(v, strlen(v), q), shown(p, n, e));
-            memcpy(dir, p, dn);
-            dir[dn] = '\0';
-            struct stat sb;
-            const char *why = stat(dir, &sb) != 0 ? strerror(errno)
-                              : !S_ISDIR(sb.st_mode) ? "not a directory" : NULL;
-            if (why)
-                return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s': entry '%s' is not a "
-                                    "directory (%s); fix or drop it", name,
-                                    shown(v, strlen(v), q), shown(p, n, e), why);
-        }
+        const char *star = memchr(p, '*', n);
+        size_t dn = star ? (size_t)(star - p) : n;
+        if (dn == 0 || dn >= sizeof dir)
+            return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s': entry '%s' is not a "
+                                "directory", name, shown(v, strlen(v), q), shown(p, n, e));
+        memcpy(dir, p, dn);
+        dir[dn] = '\0';
+        struct stat sb;
+        const char *why = stat(dir, &sb) != 0 ? strerror(errno)
+                          : !S_ISDIR(sb.st_mode) ? "not a directory" : NULL;
+        if (why)
+            return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s': entry '%s' is not a "
+                                "directory (%s); fix or drop it", name, shown(v, strlen(v), q),
+                                shown(p, n, e), why);
         p += n;
         if (!*p) return COHORT_SUCCESS;
     }
