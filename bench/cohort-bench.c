@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -82,12 +83,12 @@ static int parse_dtype(const char *s, cohort_dtype_t *out)
         { "double", COHORT_FLOAT64 }, { "fp64", COHORT_FLOAT64 },
     };
     for (int i = 0; i < COHORT_DTYPE_COUNT; i++)
-        if (!strcmp(s, dtype_names[i])) {
+        if (!strcasecmp(s, dtype_names[i])) {
             *out = (cohort_dtype_t)i;
             return 0;
         }
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
-        if (!strcmp(s, aliases[i].alias)) {
+        if (!strcasecmp(s, aliases[i].alias)) {
             *out = aliases[i].dt;
             return 0;
         }
@@ -163,13 +164,18 @@ static void usage(FILE *f, const char *prog)
         prog, prog);
 }
 
-/* "8", "64K", "1.5M", "2G" (binary units, as nccl-tests); optional trailing B or iB. */
+/* "8", "64K", "1.5M", "2G" (binary units, as nccl-tests); optional trailing B or iB. Decimal
+ * digits with an optional fraction, as every number cohort reads (no hex, inf or exponent). */
 static int parse_size(const char *s, size_t *out)
 {
+    size_t k = strspn(s, "0123456789");
+    if (k == 0 || (s[k] == '.' && strspn(s + k + 1, "0123456789") == 0))
+        return -1;
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (end == s || errno || !(v >= 0))
+    if (end != s + k + (s[k] == '.' ? 1 + strspn(s + k + 1, "0123456789") : 0) || errno ||
+        !(v >= 0))
         return -1;
     double mul = 1;
     switch (*end) {
@@ -192,12 +198,13 @@ static int parse_size(const char *s, size_t *out)
     return 0;
 }
 
+/* Decimal, as every number cohort reads: "010" is ten, "0x10" is refused. */
 static int parse_long(const char *s, long lo, long hi, long *out)
 {
     char *end;
     errno = 0;
-    long v = strtol(s, &end, 0);
-    if (end == s || *end || errno || v < lo || v > hi)
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || errno || v < lo || v > hi || !strchr("+-0123456789", *s))
         return -1;
     *out = v;
     return 0;
@@ -259,11 +266,11 @@ static int parse_options(int argc, char **argv, opts_t *o)
         case 'c': {
             int found = 0;
             for (int i = 0; i < C_COUNT; i++)
-                if (!strcmp(optarg, coll_names[i])) {
+                if (!strcasecmp(optarg, coll_names[i])) {
                     o->coll = (coll_t)i;
                     found = 1;
                 }
-            if (!strcmp(optarg, "bcast")) {
+            if (!strcasecmp(optarg, "bcast")) {
                 o->coll = C_BROADCAST;
                 found = 1;
             }
@@ -308,7 +315,7 @@ static int parse_options(int argc, char **argv, opts_t *o)
             o->additive = 0;
             break;
         case 'd':
-            if (!strcmp(optarg, "all")) {
+            if (!strcasecmp(optarg, "all")) {
                 o->ndtypes = COHORT_DTYPE_COUNT;
                 for (int i = 0; i < COHORT_DTYPE_COUNT; i++)
                     o->dtypes[i] = (cohort_dtype_t)i;
@@ -322,14 +329,14 @@ static int parse_options(int argc, char **argv, opts_t *o)
             }
             break;
         case 'o':
-            if (!strcmp(optarg, "all")) {
+            if (!strcasecmp(optarg, "all")) {
                 o->nops = COHORT_OP_COUNT;
                 for (int i = 0; i < COHORT_OP_COUNT; i++)
                     o->ops[i] = (cohort_op_t)i;
             } else {
                 int found = 0;
                 for (int i = 0; i < COHORT_OP_COUNT; i++)
-                    if (!strcmp(optarg, op_names[i])) {
+                    if (!strcasecmp(optarg, op_names[i])) {
                         o->ops[0] = (cohort_op_t)i;
                         found = 1;
                     }
@@ -366,7 +373,7 @@ static int parse_options(int argc, char **argv, opts_t *o)
             break;
         case 'z':
             if (parse_long(optarg, 0, 1, &v)) {
-                fprintf(stderr, "cohort-bench: -z/--blocking wants 0 or 1\n");
+                fprintf(stderr, "cohort-bench: -z/--blocking wants 0 or 1, not '%s'\n", optarg);
                 return 2;
             }
             break;
@@ -393,8 +400,8 @@ static int parse_options(int argc, char **argv, opts_t *o)
         case OPT_SAME: o->same_buffer = 1; break;
         case OPT_TOUCH: o->touch = 1; break;
         case OPT_MEM:
-            if (!strcmp(optarg, "cohort") || !strcmp(optarg, "malloc")) {
-                o->cohort_mem = !strcmp(optarg, "cohort");
+            if (!strcasecmp(optarg, "cohort") || !strcasecmp(optarg, "malloc")) {
+                o->cohort_mem = !strcasecmp(optarg, "cohort");
             } else {
                 fprintf(stderr, "cohort-bench: unknown memory '%s' (--mem): use malloc or cohort\n",
                         optarg);

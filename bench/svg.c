@@ -2,11 +2,15 @@
  * runs wrote with --json (see docs/bench.md for the schema). No communication, no library call.
  * Contains a small JSON reader (enough for any well-formed JSON file) and the SVG writer. */
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "bench.h"
 
@@ -155,6 +159,49 @@ static int jstring(jparser_t *jp, char **out)
 
 static int jvalue(jparser_t *jp, jv_t *v);
 
+static int jdigits(jparser_t *jp, const char **q)
+{
+    const char *start = *q;
+    while (*q < jp->end && **q >= '0' && **q <= '9')
+        (*q)++;
+    return *q > start;
+}
+
+/* A number in JSON's own grammar (RFC 8259: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?),
+ * finite. strtod alone also took -nan, -inf, hex and 1e999 (inf), which were drawn as "-nan"
+ * points. */
+static int jnumber(jparser_t *jp, double *out)
+{
+    const char *q = jp->p;
+    if (q < jp->end && *q == '-')
+        q++;
+    if (q < jp->end && *q == '0')
+        q++;
+    else if (!jdigits(jp, &q))
+        return jfail(jp, "bad number");
+    if (q < jp->end && *q == '.') {
+        q++;
+        if (!jdigits(jp, &q))
+            return jfail(jp, "bad number (no digit after '.')");
+    }
+    if (q < jp->end && (*q == 'e' || *q == 'E')) {
+        q++;
+        if (q < jp->end && (*q == '+' || *q == '-'))
+            q++;
+        if (!jdigits(jp, &q))
+            return jfail(jp, "bad number (no digit in the exponent)");
+    }
+    char *end;
+    errno = 0;
+    *out = strtod(jp->p, &end);
+    if (end != q)
+        return jfail(jp, "bad number");
+    if (!isfinite(*out))
+        return jfail(jp, "number out of range");
+    jp->p = q;
+    return 0;
+}
+
 static int jappend(jparser_t *jp, jv_t *v, size_t *cap, char *key, jv_t *item)
 {
     if (v->n == *cap) {
@@ -249,12 +296,8 @@ static int jvalue(jparser_t *jp, jv_t *v)
         v->type = J_NULL;
         jp->p += 4;
     } else if (ch == '-' || (ch >= '0' && ch <= '9')) {
-        char *end;
         v->type = J_NUM;
-        v->num = strtod(jp->p, &end);
-        if (end == jp->p)
-            rc = jfail(jp, "bad number");
-        jp->p = end;
+        rc = jnumber(jp, &v->num);
     } else {
         rc = jfail(jp, "unexpected character");
     }
@@ -341,37 +384,69 @@ static char *xstrdup(const char *s)
     return d;
 }
 
-static char *read_file(const char *path, size_t *len)
+/* Largest --from file read: a run's JSON holds a few hundred results of a few hundred bytes. */
+#define JSON_MAX_BYTES ((size_t)64 << 20)
+
+/* The whole of a regular file of at most JSON_MAX_BYTES, NUL-terminated; NULL with why filled
+ * otherwise (/dev/zero grew the buffer past 8 GB; a FIFO would block in open). */
+static char *read_file(const char *path, size_t *len, char *why, size_t whylen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        snprintf(why, whylen, "cannot read %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
         return NULL;
-    size_t cap = 1 << 16, n = 0;
+    }
+    if (!S_ISREG(sb.st_mode) || (uintmax_t)sb.st_size > JSON_MAX_BYTES) {
+        if (!S_ISREG(sb.st_mode))
+            snprintf(why, whylen, "%s is not a regular file (a %s): give the JSON file a run "
+                     "wrote with --json", path, S_ISDIR(sb.st_mode) ? "directory"
+                     : S_ISCHR(sb.st_mode) ? "character device" : S_ISFIFO(sb.st_mode) ? "pipe"
+                     : "special file");
+        else
+            snprintf(why, whylen, "%s is %jd bytes, more than the %zu a --json file can be: is "
+                     "it the right file?", path, (intmax_t)sb.st_size, JSON_MAX_BYTES);
+        close(fd);
+        return NULL;
+    }
+    size_t cap = (size_t)sb.st_size + 2, n = 0;
     char *buf = malloc(cap);
-    while (buf) {
-        if (n + 1 >= cap) {
-            char *nb = realloc(buf, cap * 2);
+    while (buf && n <= JSON_MAX_BYTES) {
+        if (n + 1 >= cap) {   /* it grew while read: up to the cap, then refused below */
+            size_t nc = cap > JSON_MAX_BYTES / 2 ? JSON_MAX_BYTES + 2 : 2 * cap;
+            char *nb = realloc(buf, nc);
             if (!nb) {
                 free(buf);
                 buf = NULL;
                 break;
             }
             buf = nb;
-            cap *= 2;
+            cap = nc;
         }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0)
+        ssize_t got = read(fd, buf + n, cap - n - 1);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            if (got < 0) {
+                snprintf(why, whylen, "cannot read %s: %s", path, strerror(errno));
+                free(buf);
+                close(fd);
+                return NULL;
+            }
             break;
+        }
+        n += (size_t)got;
     }
-    int err = ferror(f);
-    fclose(f);
-    if (!buf || err) {
+    close(fd);
+    if (!buf) {
+        snprintf(why, whylen, "cannot read %s: out of memory", path);
+        return NULL;
+    }
+    if (n > JSON_MAX_BYTES) {
+        snprintf(why, whylen, "%s grew past %zu bytes while it was read", path, JSON_MAX_BYTES);
         free(buf);
-        if (err)
-            errno = EIO;
-        else
-            errno = ENOMEM;
         return NULL;
     }
     buf[n] = 0;
@@ -397,11 +472,9 @@ static int add_file(plot_t *p, const char *path, const char *label_override, cha
                     size_t colllen, char *err, size_t errlen)
 {
     size_t len;
-    char *buf = read_file(path, &len);
-    if (!buf) {
-        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+    char *buf = read_file(path, &len, err, errlen);
+    if (!buf)
         return -1;
-    }
     jv_t root;
     char perr[192];
     if (jparse(buf, len, &root, perr, sizeof perr)) {
@@ -491,14 +564,24 @@ static int add_file(plot_t *p, const char *path, const char *label_override, cha
             const jv_t *pl = jget(r, "out_of_place");
             if (!pl || pl->type != J_OBJ)
                 pl = jget(r, "in_place");
-            if (jgetnum(r, "bytes", &bytes) || jgetnum(pl, "busbw", &bw) || !(bytes > 0))
+            if (jgetnum(r, "bytes", &bytes) || jgetnum(pl, "busbw", &bw))
+                continue;
+            /* numbers are finite (jnumber); a negative one is no size or bandwidth */
+            if (bytes < 0 || bw < 0) {
+                snprintf(err, errlen, "%s: results[%zu]: %s %g is negative; is it a cohort-bench "
+                         "--json file?", path, i, bytes < 0 ? "bytes" : "busbw",
+                         bytes < 0 ? bytes : bw);
+                rc = -1;
+                break;
+            }
+            if (bytes == 0)   /* no place on a log2 axis */
                 continue;
             s->x[s->n] = bytes;
             s->y[s->n] = bw;
             s->n++;
         }
     }
-    if (rc)
+    if (rc && !err[0])
         snprintf(err, errlen, "out of memory reading %s", path);
     jv_free(&root);
     return rc;
@@ -707,13 +790,15 @@ int bench_svg(const char *out, const char *from, const char *labels, const char 
                 nf);
         goto out;
     }
-    char deftitle[160] = "cohort-bench: bus bandwidth";
-    for (size_t i = 0; i < nf; i++) {
-        char err[512];
-        if (!*files[i]) {
-            fprintf(stderr, "cohort-bench: empty file name in --from\n");
+    for (size_t i = 0; i < nf; i++)
+        if (!*files[i]) {   /* before any file is read: a list with no empty entries */
+            fprintf(stderr, "cohort-bench: --from '%s' has an empty file name (two commas in a "
+                    "row, or one at an end)\n", from);
             goto out;
         }
+    char deftitle[160] = "cohort-bench: bus bandwidth";
+    for (size_t i = 0; i < nf; i++) {
+        char err[512] = "";
         char coll[64];
         if (add_file(&p, files[i], nl ? labs[i] : NULL, coll, sizeof coll, err, sizeof err)) {
             fprintf(stderr, "cohort-bench: %s\n", err);

@@ -1,4 +1,7 @@
 /* The public collectives: argument checks, the per-collective tag, algorithm dispatch. */
+#ifndef _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE   /* mincore */
+#endif
 #include "cohort/cohort.h"
 #include "core/coll/coll.h"
 #include "core/comm.h"
@@ -6,9 +9,12 @@
 #include "core/log.h"
 #include "core/reduce.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 const char *cohort_version(void) { return "0.1.0"; }
 
@@ -62,6 +68,25 @@ static int overlap(const void *a, size_t alen, const void *b, size_t blen)
 static int fits(const void *p, size_t len)
 {
     return len == 0 || (uintptr_t)p <= UINTPTR_MAX - (len - 1);
+}
+
+/* From this many bytes on, a buffer's last byte must lie in memory this process has mapped.
+ * Only then: it costs one system call, next to a collective that moves at least this much. */
+#define MAPPED_CHECK_BYTES ((size_t)64 << 20)
+
+/* 1 when the last of len bytes from p is in a mapping of this process (or the buffer is smaller
+ * than MAPPED_CHECK_BYTES). A count larger than any buffer the process holds (2^62 int8, or
+ * SIZE_MAX / 2, still below PTRDIFF_MAX bytes) ends outside every mapping: without this check it
+ * reached the transports, which read past the buffer (shm) or failed with EFAULT (tcp). mincore
+ * fails with ENOMEM exactly when the page is not mapped (or lies beyond user space); any mapping,
+ * resident or not, PROT_NONE included, passes, so no real buffer is refused. */
+static int mapped_end(const void *p, size_t len)
+{
+    if (len < MAPPED_CHECK_BYTES) return 1;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t last = ((uintptr_t)p + (len - 1)) & ~(page - 1);
+    unsigned char vec;
+    return mincore((void *)last, 1, &vec) == 0 || errno != ENOMEM;
 }
 
 /* Checks the arguments (comm itself is checked and held by the caller), bumps the sequence
@@ -126,6 +151,14 @@ static cohort_status_t begin(cohort_comm_t *comm, cohort_coll_args_t *a, const c
                                                                        : (const void *)a->recvbuf,
                                 need_send && !fits(a->sendbuf, sbytes) ? sbytes : rbytes,
                                 a->count);
+        int send_short = need_send && !mapped_end(a->sendbuf, sbytes);
+        if (send_short || (need_recv && !mapped_end(a->recvbuf, rbytes)))
+            return cohort_error(COHORT_ERR_INVALID_ARG, "%s on rank %d: count %zu (%s, %zu "
+                                "bytes) is more than %s %p holds: its last byte would lie in no "
+                                "memory of this process; is count right?", fn, comm->rank,
+                                a->count, cohort_dtype_name(a->dtype),
+                                send_short ? sbytes : rbytes, send_short ? "sendbuf" : rname,
+                                send_short ? a->sendbuf : (const void *)a->recvbuf);
         /* In place is exactly the documented form (cohort.h); any other overlap is refused. */
         const char *rslot = a->recvbuf ? (const char *)a->recvbuf + (size_t)comm->rank * bytes
                             : NULL;

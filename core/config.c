@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* Ranges and grammars are the ones the readers enforce (core/comm.c, core/log.c, the tcp and shm
  * transports, ...): cohort_config_check runs them all at every communicator's creation, so that a
@@ -72,8 +73,8 @@ static const cohort_setting_t settings[] = {
     { "COHORT_DEBUG", "WARN", "log level: NONE, WARN, INFO, TRACE",
       WORDS("NONE|OFF|WARN|INFO|TRACE") },
     { "COHORT_DEBUG_SUBSYS", "ALL",
-      "log subsystems to show (init,boot,plugin,net,shm,topo,coll,error), or ^list to hide some",
-      SPECIAL },
+      "log subsystems to show (" COHORT_LOG_SUBSYSTEMS ", or a plugin's name), or ^list to hide "
+      "some", SPECIAL },
     { "COHORT_RENDEZVOUS", NULL,
       "tcp://host:port where ranks meet (rank 0 hosts it unless cohortrun does), or file://dir",
       SPECIAL },
@@ -81,7 +82,7 @@ static const cohort_setting_t settings[] = {
       TEXT(63) },
     { "COHORT_SECRET", NULL,
       "per-job secret keying the HMAC on every connection; set by cohortrun, else derived from "
-      "the job id (weaker: see docs/security.md)", TEXT(0) },
+      "the job id (weaker: see docs/reliability.md, Security model)", TEXT(0) },
     { "COHORT_RANK", NULL, "this process's rank (set by cohortrun)", NUM(0, 1 << 24) },
     { "COHORT_SIZE", NULL, "number of ranks (set by cohortrun)", NUM(1, 1 << 24) },
     { "COHORT_LOCAL_RANK", NULL, "rank among this node's ranks (set by cohortrun)",
@@ -96,7 +97,8 @@ static const cohort_setting_t settings[] = {
       "the interface each rank chose", TEXT(0) },
     { "COHORT_HIERARCHICAL", "auto",
       "hierarchical collectives (node shm + across nodes): auto (when every node has the same "
-      "number of ranks, 2 or more, over 2 or more nodes), 1 (force), 0 (flat rings)", SPECIAL },
+      "number of ranks, 2 or more, over 2 or more nodes), 1 (force), 0 (flat rings)",
+      WORDS("auto|1|0") },
     { "COHORT_SOCKET_PROBE_MS", "1000",
       "tcp: milliseconds to wait for a peer's interface to answer the reachability probe at "
       "start-up (without COHORT_SOCKET_IFNAME every candidate interface is probed), 1 to 600000",
@@ -108,13 +110,13 @@ static const cohort_setting_t settings[] = {
     { "COHORT_IB_HCA", NULL,
       "verbs: RDMA devices and ports to use, NCCL's grammar: prefixes with optional :port "
       "(mlx5_0:1,mlx5_1), =exact names, ^ to exclude; default: the first active port",
-      TEXT(255) },
+      SPECIAL },
     { "COHORT_IB_GID_INDEX", NULL,
       "verbs: GID table index for RoCE (0 to 1023); default: the IPv4-mapped RoCE v2 GID "
       "(InfiniBand: 0)", NUM(0, 1023) },
     { "COHORT_CONF", NULL, "settings file read after the environment (default ./cohort.conf, "
-      "then /etc/cohort.conf); a line that is not NAME = value or names no setting is an error",
-      TEXT(0) },
+      "then /etc/cohort.conf): a regular file of at most 1 MiB; a line that is not NAME = value "
+      "or names no setting is an error", TEXT(0) },
 };
 
 #define NSETTINGS (sizeof settings / sizeof settings[0])
@@ -141,6 +143,9 @@ static char file_path[1024];
 static char *file_values[NSETTINGS];
 static int file_lines[NSETTINGS];
 static char file_problem[1200];     /* "" or the first problem, a whole message */
+
+#define CONF_MAX_BYTES (1 << 20)   /* a settings file holds a few dozen lines */
+#define CONF_LINE_MAX 1022         /* characters of one line */
 
 static int setting_index(const char *name)
 {
@@ -179,68 +184,84 @@ static void file_problem_set(const char *fmt, ...)
     va_end(ap);
 }
 
+/* One line of the settings file (NUL-terminated, without its newline). */
+static void file_line_locked(char *line, int lineno)
+{
+    if (strlen(line) > CONF_LINE_MAX) {
+        file_problem_set("%s:%d: the line is longer than %d characters", file_path, lineno,
+                         CONF_LINE_MAX);
+        return;
+    }
+    char *hash = strchr(line, '#');
+    if (hash) *hash = '\0';
+    char *s = trim(line), q[104];
+    if (!*s) return;
+    char *eq = strchr(s, '=');
+    if (!eq) {
+        file_problem_set("%s:%d: '%s' is not NAME = value", file_path, lineno, shown(s, q));
+        return;
+    }
+    *eq = '\0';
+    char *name = trim(s), *value = trim(eq + 1);
+    int idx = setting_index(name);
+    if (idx < 0 || !strcmp(name, "COHORT_CONF")) {
+        file_problem_set("%s:%d: '%s' is not a setting %s", file_path, lineno,
+                         shown(name, q), idx < 0 ? "(cohort-info --settings lists them)"
+                         : "a settings file can hold (set COHORT_CONF in the environment)");
+        return;
+    }
+    if (file_values[idx]) {
+        file_problem_set("%s:%d: %s is set a second time (first on line %d)", file_path,
+                         lineno, name, file_lines[idx]);
+        return;
+    }
+    file_values[idx] = strdup(value);
+    file_lines[idx] = lineno;
+    if (!file_values[idx])
+        file_problem_set("%s:%d: out of memory for the value of %s", file_path, lineno, name);
+}
+
 static void load_file_locked(void)
 {
     file_loaded = 1;
     const char *path = getenv("COHORT_CONF");
-    FILE *f = NULL;
-    if (path && *path) {
-        f = fopen(path, "r");
-        if (!f) {
-            char q[104];
-            file_problem_set("COHORT_CONF='%s' cannot be opened: %s; point it at a readable "
-                             "settings file or unset it", shown(path, q), strerror(errno));
+    char *text = NULL, why[160], q[104];
+    size_t len = 0;
+    if (path && !*path) {
+        file_problem_set("COHORT_CONF='' is set but empty; name a settings file, or unset it to "
+                         "read ./cohort.conf or /etc/cohort.conf when they exist");
+        return;
+    }
+    if (path) {
+        if (cohort_file_read(path, CONF_MAX_BYTES, &text, &len, why, sizeof why)) {
+            file_problem_set("COHORT_CONF='%s' %s; point it at a readable settings file (a "
+                             "regular file of at most %d bytes) or unset it", shown(path, q), why,
+                             CONF_MAX_BYTES);
+            return;
         }
     } else {
         static const char *defaults[] = { "cohort.conf", "/etc/cohort.conf" };
-        for (size_t i = 0; i < 2 && !f; i++)
-            if ((f = fopen(defaults[i], "r"))) path = defaults[i];
+        for (size_t i = 0; i < 2 && !text; i++) {
+            int e = cohort_file_read(defaults[i], CONF_MAX_BYTES, &text, &len, why, sizeof why);
+            if (e == 0) {
+                path = defaults[i];
+            } else if (e != ENOENT) {   /* there, but unusable: a mistake worth hearing of */
+                file_problem_set("settings file %s %s; fix it, remove it, or set COHORT_CONF to "
+                                 "another file", defaults[i], why);
+                return;
+            }
+        }
+        if (!text) return;
     }
-    if (!f) return;
     snprintf(file_path, sizeof file_path, "%s", path);
-    char line[1024];
-    int lineno = 0, cont = 0;
-    while (fgets(line, sizeof line, f)) {
-        int partial = !strchr(line, '\n') && !feof(f);
-        int was_cont = cont;
-        cont = partial;
-        if (!was_cont) lineno++;
-        if (partial || was_cont) {
-            if (!was_cont)
-                file_problem_set("%s:%d: the line is longer than %zu characters", file_path,
-                                 lineno, sizeof line - 2);
-            continue;
-        }
-        char *hash = strchr(line, '#');
-        if (hash) *hash = '\0';
-        char *s = trim(line), q[104];
-        if (!*s) continue;
-        char *eq = strchr(s, '=');
-        if (!eq) {
-            file_problem_set("%s:%d: '%s' is not NAME = value", file_path, lineno, shown(s, q));
-            continue;
-        }
-        *eq = '\0';
-        char *name = trim(s), *value = trim(eq + 1);
-        int idx = setting_index(name);
-        if (idx < 0 || !strcmp(name, "COHORT_CONF")) {
-            file_problem_set("%s:%d: '%s' is not a setting %s", file_path, lineno,
-                             shown(name, q), idx < 0 ? "(cohort-info --settings lists them)"
-                             : "a settings file can hold (set COHORT_CONF in the environment)");
-            continue;
-        }
-        if (file_values[idx]) {
-            file_problem_set("%s:%d: %s is set a second time (first on line %d)", file_path,
-                             lineno, name, file_lines[idx]);
-            continue;
-        }
-        file_values[idx] = strdup(value);
-        file_lines[idx] = lineno;
-        if (!file_values[idx])
-            file_problem_set("%s:%d: out of memory for the value of %s", file_path, lineno, name);
+    int lineno = 1;
+    for (char *line = text, *nl; line < text + len; line = nl + 1, lineno++) {
+        nl = strchr(line, '\n');
+        if (!nl) nl = text + len;
+        *nl = '\0';
+        file_line_locked(line, lineno);
     }
-    if (ferror(f)) file_problem_set("%s: read error: %s", file_path, strerror(errno));
-    fclose(f);
+    free(text);
 }
 
 static void ensure_loaded(void)
@@ -296,7 +317,7 @@ void cohort_config_reset(void)
     pthread_mutex_unlock(&file_lock);
 }
 
-const char *cohort_config_get(const char *name)
+const char *cohort_config_value(const char *name)
 {
     const char *env = getenv(name);
     if (env) return env;
@@ -307,6 +328,116 @@ const char *cohort_config_get(const char *name)
         if (fv) return fv;
     }
     return settings[idx].def;
+}
+
+/* ---- words: one spelling for every reader --------------------------------------------------- */
+
+/* Canonical spellings handed out by cohort_config_get: allocated once per distinct text and
+ * kept for the life of the process (the pointers it returns must stay valid). */
+typedef struct interned {
+    struct interned *next;
+    char text[];
+} interned_t;
+static pthread_mutex_t intern_lock = PTHREAD_MUTEX_INITIALIZER;
+static interned_t *interned;
+
+static const char *intern(const char *text, size_t n)
+{
+    pthread_mutex_lock(&intern_lock);
+    interned_t *i = interned;
+    while (i && (strlen(i->text) != n || memcmp(i->text, text, n))) i = i->next;
+    if (!i && (i = malloc(sizeof *i + n + 1))) {
+        memcpy(i->text, text, n);
+        i->text[n] = '\0';
+        i->next = interned;
+        interned = i;
+    }
+    pthread_mutex_unlock(&intern_lock);
+    return i ? i->text : NULL;
+}
+
+/* Lists of words cohort defines (transport, collective, algorithm and subsystem names): their
+ * readers see them in lower case. */
+static int is_word_list(const char *name)
+{
+    return !strcmp(name, "COHORT_TRANSPORTS") || !strcmp(name, "COHORT_ALGO") ||
+           !strcmp(name, "COHORT_DEBUG_SUBSYS");
+}
+
+size_t cohort_setting_word(const cohort_setting_t *s, const char *v, const char **word)
+{
+    size_t vn = strlen(v);
+    while (vn && isspace((unsigned char)v[vn - 1])) vn--;
+    while (vn && isspace((unsigned char)*v)) {
+        v++;
+        vn--;
+    }
+    for (const char *w = s->words ? s->words : ""; *w;) {
+        size_t n = strcspn(w, "|");
+        if (n == vn && !strncasecmp(v, w, n)) {
+            *word = w;
+            return n;
+        }
+        w += n + (w[n] == '|');
+    }
+    return 0;
+}
+
+void cohort_setting_words(const cohort_setting_t *s, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (const char *w = s->words ? s->words : ""; *w && used + 3 < len; w++) {
+        if (*w == '|') buf[used++] = ',';
+        buf[used++] = *w == '|' ? ' ' : *w;
+    }
+    buf[used < len ? used : len - 1] = '\0';
+}
+
+/* The spelling readers compare against: a word of a WORD setting as the table spells it, a
+ * word list in lower case; anything else (and any text that is no valid word) as it is. */
+static const char *canonical(const cohort_setting_t *s, const char *v)
+{
+    if (s->kind == COHORT_SET_WORD) {
+        const char *w;
+        size_t n = cohort_setting_word(s, v, &w);
+        if (n == 0 || (strlen(v) == n && !memcmp(v, w, n))) return v;
+        const char *c = intern(w, n);
+        return c ? c : v;
+    }
+    if (!is_word_list(s->name)) return v;
+    size_t n = strlen(v), k = 0;
+    while (k < n && !isupper((unsigned char)v[k]) && !isspace((unsigned char)v[k])) k++;
+    if (k == n) return v;
+    /* lower case, without the blanks around the value and its entries */
+    char *low = malloc(n + 1);
+    if (!low) return v;
+    size_t m = 0;
+    for (k = 0; k < n; k++) {
+        unsigned char ch = (unsigned char)v[k];
+        if (isspace(ch)) {
+            size_t e = k;
+            while (e < n && isspace((unsigned char)v[e])) e++;
+            int edge = m == 0 || e == n || strchr(",;:^", low[m - 1]) || strchr(",;:^", v[e]);
+            if (!edge) {   /* inside a word: kept, and the check refuses it */
+                memcpy(low + m, v + k, e - k);
+                m += e - k;
+            }
+            k = e - 1;
+            continue;
+        }
+        low[m++] = (char)tolower(ch);
+    }
+    const char *c = intern(low, m);
+    free(low);
+    return c ? c : v;
+}
+
+const char *cohort_config_get(const char *name)
+{
+    const char *v = cohort_config_value(name);
+    const cohort_setting_t *s = cohort_setting_find(name);
+    return v && s ? canonical(s, v) : v;
 }
 
 const char *cohort_config_source(const char *name)

@@ -1,7 +1,13 @@
 /* The one settings table. Every COHORT_* variable the project reads is listed in config.c with
  * its default, a line of help and what a valid value is; cohort-info prints the table. Values
  * come from the environment, then from a cohort.conf file (COHORT_CONF, else ./cohort.conf, else
- * /etc/cohort.conf; lines `NAME = value`, # comments), then the default. */
+ * /etc/cohort.conf; lines `NAME = value`, # comments), then the default.
+ *
+ * One grammar for every value (docs/reliability.md, "Settings: one grammar"): numbers are
+ * decimal (no hex, no inf or nan, integers and reals alike); words cohort defines (levels,
+ * auto, transport, collective, algorithm and subsystem names) are case-insensitive, names the
+ * system defines (interfaces, devices, paths, hosts) are exact; lists refuse empty entries; a
+ * variable set to the empty string is refused (unset it for the default). */
 #ifndef COHORT_CORE_CONFIG_H
 #define COHORT_CORE_CONFIG_H
 
@@ -13,7 +19,7 @@ typedef enum {
     COHORT_SET_TEXT,      /* any text; max > 0: at most max characters */
     COHORT_SET_LONG,      /* a whole number in [min, max] */
     COHORT_SET_DOUBLE,    /* a number in [min, max] */
-    COHORT_SET_WORD,      /* one of `words` ("a|b|c"), any case */
+    COHORT_SET_WORD,      /* one of `words` ("a|b|c"), any case, spaces around it ignored */
     COHORT_SET_SPECIAL    /* a grammar of its own, checked by its own parser */
 } cohort_setting_kind_t;
 
@@ -29,8 +35,21 @@ typedef struct cohort_setting {
 const cohort_setting_t *cohort_settings(size_t *count);
 /* The table's entry for name, NULL if it has none. */
 const cohort_setting_t *cohort_setting_find(const char *name);
-/* Value or NULL. The pointer stays valid for the life of the process. */
+/* The log subsystems COHORT_DEBUG_SUBSYS may name, besides the names of the transport plugins
+ * found (a plugin logs under its own name). */
+#define COHORT_LOG_SUBSYSTEMS "init,boot,plugin,net,shm,topo,jobctl,stall,mem,error"
+
+/* Value or NULL, for readers: a word of a COHORT_SET_WORD setting as the table spells it ("Info"
+ * reads "INFO"), the word lists COHORT_TRANSPORTS, COHORT_ALGO and COHORT_DEBUG_SUBSYS in lower
+ * case, anything else as set. The pointer stays valid for the life of the process. */
 const char *cohort_config_get(const char *name);
+/* The value as the user set it (environment, settings file, default), for messages and checks. */
+const char *cohort_config_value(const char *name);
+/* The word of s's `words` that v is (any case, spaces around ignored): its length, *word
+ * pointing at it inside s->words; 0 when v is none of them. */
+size_t cohort_setting_word(const cohort_setting_t *s, const char *v, const char **word);
+/* s's words as "a, b, c" for a message. */
+void cohort_setting_words(const cohort_setting_t *s, char *buf, size_t len);
 /* Where the value came from: "env", "file <path>", "default", or "unset". */
 const char *cohort_config_source(const char *name);
 /* The settings file's value of name whether or not the environment overrides it (NULL: the file

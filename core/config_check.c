@@ -49,70 +49,93 @@ static cohort_status_t check_text(const cohort_setting_t *s, const char *v)
 static cohort_status_t check_word(const cohort_setting_t *s, const char *v)
 {
     char q[SHOWN + 4], list[128];
-    for (const char *w = s->words; *w;) {
-        size_t n = strcspn(w, "|");
-        if (strlen(v) == n && !strncasecmp(v, w, n)) return COHORT_SUCCESS;
-        w += n + (w[n] == '|');
-    }
-    size_t used = 0;
-    for (const char *w = s->words; *w && used + 3 < sizeof list; w++) {
-        if (*w == '|') list[used++] = ',';
-        list[used++] = *w == '|' ? ' ' : *w;
-    }
-    list[used] = '\0';
-    return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s' is not one of %s", s->name,
+    const char *w;
+    if (cohort_setting_word(s, v, &w)) return COHORT_SUCCESS;
+    cohort_setting_words(s, list, sizeof list);
+    return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s' is not one of %s (any case)", s->name,
                         shown(v, strlen(v), q), list);
 }
 
-/* Every ':'-separated directory must exist (empty entries, as a trailing ':' leaves, are
- * skipped; "dir/" "*" "/sub" is one level of wildcard, checked up to the '*'). */
+/* Every ':'-separated directory must exist, and no entry may be empty (as in every list:
+ * "a::b", a leading or a trailing ':'); "dir/" "*" "/sub" is one level of wildcard, checked up
+ * to the '*'. */
 static cohort_status_t check_plugin_path(const char *name, const char *v)
 {
-    char q[SHOWN + 4], e[SHOWN + 4];
-    for (const char *p = v; *p;) {
+    char q[SHOWN + 4], e[SHOWN + 4], dir[4096];
+    for (const char *p = v;; p++) {
         size_t n = strcspn(p, ":");
-        if (n > 0) {
-            char dir[4096];
-            const char *star = memchr(p, '*', n);
-            size_t dn = star ? (size_t)(star - p) : n;
-            if (dn == 0 || dn >= sizeof dir)
-                return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s': entry '%s' is not a "
-                                    "directory", name, shown(v, strlen(v), q), shown(p, n, e));
-            memcpy(dir, p, dn);
-            dir[dn] = '\0';
-            struct stat sb;
-            const char *why = stat(dir, &sb) != 0 ? strerror(errno)
-                              : !S_ISDIR(sb.st_mode) ? "not a directory" : NULL;
-            if (why)
-                return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s': entry '%s' is not a "
-                                    "directory (%s); fix or drop it", name,
-                                    shown(v, strlen(v), q), shown(p, n, e), why);
-        }
-        p += n + (p[n] == ':');
+        if (n == 0)
+            return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s' has an empty entry (two ':' "
+                                "in a row, or one at an end); list directories separated by "
+                                "single ':'", name, shown(v, strlen(v), q));
+        const char *star = memchr(p, '*', n);
+        size_t dn = star ? (size_t)(star - p) : n;
+        if (dn == 0 || dn >= sizeof dir)
+            return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s': entry '%s' is not a "
+                                "directory", name, shown(v, strlen(v), q), shown(p, n, e));
+        memcpy(dir, p, dn);
+        dir[dn] = '\0';
+        struct stat sb;
+        const char *why = stat(dir, &sb) != 0 ? strerror(errno)
+                          : !S_ISDIR(sb.st_mode) ? "not a directory" : NULL;
+        if (why)
+            return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s': entry '%s' is not a "
+                                "directory (%s); fix or drop it", name, shown(v, strlen(v), q),
+                                shown(p, n, e), why);
+        p += n;
+        if (!*p) return COHORT_SUCCESS;
     }
-    return COHORT_SUCCESS;
 }
 
-/* "ALL", or a ','-separated list of subsystem names, optionally after a '^' (hide these). The
- * names are not checked against a list: plugins log under names of their own. */
+/* One subsystem name (any case): the core's, or the name of a transport plugin on the search
+ * path (plugins log under their own name, docs/plugins.md). */
+static int known_subsys(const char *p, size_t n)
+{
+    for (const char *k = COHORT_LOG_SUBSYSTEMS; *k;) {
+        size_t kn = strcspn(k, ",");
+        if (kn == n && !strncasecmp(p, k, n)) return 1;
+        k += kn + (k[kn] == ',');
+    }
+    char plugin[32];
+    if (n >= sizeof plugin) return 0;
+    for (size_t i = 0; i < n; i++) plugin[i] = (char)tolower((unsigned char)p[i]);
+    plugin[n] = '\0';
+    return cohort_plugins_exists(plugin);
+}
+
+/* "ALL", or a ','-separated list of subsystem names, optionally after a '^' (hide these). A
+ * name that is no subsystem (a typo: "nett") would silently hide every INFO line. */
 static cohort_status_t check_subsys(const char *name, const char *v)
 {
-    char q[SHOWN + 4];
-    if (!*v || !strcasecmp(v, "ALL")) return COHORT_SUCCESS;
-    if (strlen(v) > 255)   /* what the logger keeps (core/log.c) */
+    char q[SHOWN + 4], e[SHOWN + 4];
+    size_t len = strlen(v);
+    while (len && isspace((unsigned char)v[len - 1])) len--;
+    while (isspace((unsigned char)*v)) {
+        v++;
+        len--;
+    }
+    if (len == 3 && !strncasecmp(v, "ALL", 3)) return COHORT_SUCCESS;
+    if (len > 255)   /* what the logger keeps (core/log.c) */
         return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s' is longer than 255 characters",
-                            name, shown(v, strlen(v), q));
-    const char *p = v + (*v == '^');
+                            name, shown(v, len, q));
+    const char *p = v + (*v == '^'), *end = v + len;
     for (;;) {
-        size_t n = 0;
-        while (isalnum((unsigned char)p[n]) || p[n] == '_') n++;
-        if (n == 0 || (p[n] && p[n] != ','))
+        while (p < end && isblank((unsigned char)*p)) p++;
+        size_t n = 0, b = 0;
+        while (p + n < end && (isalnum((unsigned char)p[n]) || p[n] == '_')) n++;
+        while (p + n + b < end && isblank((unsigned char)p[n + b])) b++;
+        if (n == 0 || (p + n + b < end && p[n + b] != ','))
             return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s' is not ALL or a comma list of "
-                                "subsystems (init,boot,plugin,net,shm,topo,coll,error), "
-                                "optionally after ^ to hide them", name,
-                                shown(v, strlen(v), q));
-        if (!p[n]) return COHORT_SUCCESS;
-        p += n + 1;
+                                "subsystems (%s, or a transport plugin's name), optionally after "
+                                "^ to hide them; no empty entries", name, shown(v, len, q),
+                                COHORT_LOG_SUBSYSTEMS);
+        if (!known_subsys(p, n))
+            return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s': '%s' is not a log subsystem "
+                                "(%s, or a transport plugin's name); it would hide every line "
+                                "of the others", name, shown(v, len, q), shown(p, n, e),
+                                COHORT_LOG_SUBSYSTEMS);
+        if (p + n + b == end) return COHORT_SUCCESS;
+        p += n + b + 1;
     }
 }
 
@@ -143,7 +166,7 @@ static cohort_status_t check_rendezvous(const char *name, const char *v)
  * value that the environment overrides is parsed and matched here. */
 static cohort_status_t check_ifname(const char *name, const char *v)
 {
-    const char *in_use = cohort_config_get(name);
+    const char *in_use = cohort_config_value(name);
     if (in_use && !strcmp(in_use, v)) {
         const cohort_netif_t *ifs;
         int n;
@@ -200,10 +223,7 @@ static cohort_status_t check_special(const cohort_setting_t *s, const char *v)
 {
     const char *name = s->name;
     if (!strcmp(name, "COHORT_DEBUG_SUBSYS")) return check_subsys(name, v);
-    if (!strcmp(name, "COHORT_HIERARCHICAL")) {
-        int mode;
-        return cohort_job_hier_parse(v, &mode);
-    }
+    if (!strcmp(name, "COHORT_IB_HCA")) return cohort_hca_spec_check(name, v);
     if (!strcmp(name, "COHORT_SHM_COLL_CHUNK")) {
         long c;
         cohort_status_t st = cohort_parse_long(name, v, 0, 64L << 20, &c);
@@ -213,18 +233,17 @@ static cohort_status_t check_special(const cohort_setting_t *s, const char *v)
                               "(collectives then run over point-to-point)", name, c, 64L << 20);
         return st;
     }
-    if (!*v) return COHORT_SUCCESS;   /* lists and paths: empty means unset */
     if (!strcmp(name, "COHORT_TRANSPORTS")) {
         cohort_transport_list_t list;
         cohort_status_t st = cohort_transport_list_parse(name, v, &list);
-        return st ? st : cohort_plugins_check_names(&list);
+        return st ? st : cohort_plugins_check_names(v, &list);
     }
     if (!strcmp(name, "COHORT_PLUGIN_PATH")) return check_plugin_path(name, v);
     if (!strcmp(name, "COHORT_SOCKET_IFNAME")) return check_ifname(name, v);
     if (!strcmp(name, "COHORT_ALGO")) return check_algo(name, v);
     if (!strcmp(name, "COHORT_RENDEZVOUS")) return check_rendezvous(name, v);
     if (!strcmp(name, "COHORT_TOPO_FILE")) {
-        const char *in_use = cohort_config_get(name);
+        const char *in_use = cohort_config_value(name);
         if (in_use && !strcmp(in_use, v)) {   /* the one the job loads (and keeps) */
             const cohort_topo_t *t;
             return cohort_job_topo(&t);
@@ -243,6 +262,14 @@ static cohort_status_t check_one(const cohort_setting_t *s, const char *v)
 {
     long l;
     double d;
+    size_t k = 0;
+    while (isspace((unsigned char)v[k])) k++;
+    if (!v[k]) {   /* one rule for every setting: set means set to something */
+        char q[SHOWN + 4];
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s' is set but empty; give it a value, "
+                            "or unset it for the default (%s)", s->name, shown(v, strlen(v), q),
+                            s->def ? s->def : "unset");
+    }
     switch (s->kind) {
     case COHORT_SET_TEXT: return check_text(s, v);
     case COHORT_SET_LONG: return cohort_parse_long(s->name, v, (long)s->min, (long)s->max, &l);
@@ -277,7 +304,7 @@ cohort_status_t cohort_config_check(void)
     size_t n;
     const cohort_setting_t *table = cohort_settings(&n);
     for (size_t i = 0; i < n; i++) {
-        const char *name = table[i].name, *v = cohort_config_get(name);
+        const char *name = table[i].name, *v = cohort_config_value(name);
         int line = 0;
         const char *path = NULL, *fv = cohort_config_file_value(name, &line, &path);
         /* the file's value even where the environment overrides it: a bad line is a bad line */

@@ -27,11 +27,12 @@ static char log_subsys[256];          /* "" = all; else comma list, leading ^ ex
 static _Atomic int log_rank = -1;    /* set by every communicator creation, from any thread */
 static char log_host[64];
 
-static void log_init_locked(const char *lv, const char *ss)
+/* lv: COHORT_DEBUG as readers see it (one of the table's words when valid), raw: as set. */
+static void log_init_locked(const char *lv, const char *raw, const char *ss)
 {
     log_level = COHORT_LOG_WARN;
     int bad = 0;
-    if (lv && *lv) {
+    if (lv) {
         if (!strcasecmp(lv, "NONE") || !strcasecmp(lv, "OFF")) log_level = COHORT_LOG_NONE;
         else if (!strcasecmp(lv, "WARN")) log_level = COHORT_LOG_WARN;
         else if (!strcasecmp(lv, "INFO")) log_level = COHORT_LOG_INFO;
@@ -43,9 +44,17 @@ static void log_init_locked(const char *lv, const char *ss)
     log_host[sizeof log_host - 1] = '\0';
     char *dot = strchr(log_host, '.');
     if (dot) *dot = '\0';
-    if (bad)
-        fprintf(stderr, "%s:%d cohort WARN init: COHORT_DEBUG='%s' is not one of NONE, WARN, "
-                "INFO, TRACE; using WARN\n", log_host, (int)getpid(), lv);
+    if (bad) {
+        /* the words and the outcome are the ones cohort_config_check gives */
+        char words[128] = "?";
+        const cohort_setting_t *s = cohort_setting_find("COHORT_DEBUG");
+        if (s) cohort_setting_words(s, words, sizeof words);
+        const char *v = raw ? raw : lv;
+        fprintf(stderr, "%s:%d cohort WARN init: COHORT_DEBUG='%.96s' %s%s; logging at WARN "
+                "meanwhile, and creating a communicator fails on it\n", log_host, (int)getpid(),
+                v, v[strspn(v, " \t\n")] ? "is not one of " : "is set but empty; give it one of ",
+                words);
+    }
 }
 
 void cohort_log_reset(void)
@@ -76,9 +85,10 @@ int cohort_log_enabled(int level, const char *subsys)
         /* Read before taking log_lock: the first read may load cohort.conf, whose warnings are
          * logged, and so come back here, before it returns. */
         const char *lv = cohort_config_get("COHORT_DEBUG");
+        const char *raw = cohort_config_value("COHORT_DEBUG");
         const char *ss = cohort_config_get("COHORT_DEBUG_SUBSYS");
         pthread_mutex_lock(&log_lock);
-        if (log_level < 0) log_init_locked(lv, ss);
+        if (log_level < 0) log_init_locked(lv, raw, ss);
         pthread_mutex_unlock(&log_lock);
     }
     if (level > log_level || level <= COHORT_LOG_NONE) return 0;

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -15,11 +16,13 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/log.h"
 
 #define SLOTS_MAX 1048576L              /* per hostfile line / -H entry */
-#define HOSTFILE_MAX_BYTES (16u << 20)  /* refuse to read more than this */
+#define HOSTFILE_MAX_BYTES ((size_t)16 << 20)  /* refuse to read more than this */
 #define QUOTE_MAX 96                    /* characters of user text shown in a message */
 
 /* ---- spans ---------------------------------------------------------------------------------- */
@@ -176,13 +179,41 @@ cohort_status_t cohort_parse_long(const char *what, const char *text, long min, 
     }
 }
 
+/* The decimal grammar every real setting shares with the whole numbers: [+-], digits with an
+ * optional fraction (or a fraction alone), then an optional exponent. strtod alone would also
+ * take hex floats (0x1p3), inf and nan, which no integer setting takes. */
+static int decimal_real(span_t s)
+{
+    size_t k = 0, digits = 0;
+    if (k < s.n && (s.p[k] == '+' || s.p[k] == '-'))
+        k++;
+    for (; k < s.n && isdigit((unsigned char)s.p[k]); k++)
+        digits++;
+    if (k < s.n && s.p[k] == '.')
+        for (k++; k < s.n && isdigit((unsigned char)s.p[k]); k++)
+            digits++;
+    if (digits == 0)
+        return 0;
+    if (k < s.n && (s.p[k] == 'e' || s.p[k] == 'E')) {
+        k++;
+        if (k < s.n && (s.p[k] == '+' || s.p[k] == '-'))
+            k++;
+        size_t exp = 0;
+        for (; k < s.n && isdigit((unsigned char)s.p[k]); k++)
+            exp++;
+        if (exp == 0)
+            return 0;
+    }
+    return k == s.n;
+}
+
 cohort_status_t cohort_parse_double(const char *what, const char *text, double min, double max,
                                     double *out)
 {
     quote_buf q;
     char buf[64], *end;
     span_t s = span_of(text), t = span_trim(s);
-    if (t.n == 0 || !span_copy(t, buf, sizeof buf))
+    if (t.n == 0 || !decimal_real(t) || !span_copy(t, buf, sizeof buf))
         goto junk;
     errno = 0;
     double v = strtod(buf, &end);
@@ -374,6 +405,79 @@ int cohort_ifspec_match(const cohort_ifspec_t *spec, const char *ifname, int fam
     return spec->exclude ? !hit : hit;
 }
 
+/* ---- COHORT_IB_HCA ------------------------------------------------------------------------ */
+
+#define HCA_MAX 16        /* the verbs transport's VB_HCA_MAX */
+#define HCA_NAME_MAX 63   /* and VB_HCA_NAME - 1 */
+
+/* Why entry e (spaces trimmed) is not name[:port], or NULL. */
+static const char *hca_entry(span_t e)
+{
+    if (e.n == 0)
+        return "empty entry (two commas in a row, or one at an end)";
+    const char *colon = memchr(e.p, ':', e.n);
+    size_t nlen = colon ? (size_t)(colon - e.p) : e.n;
+    if (nlen == 0 || nlen > HCA_NAME_MAX)
+        return "the device name is empty or longer than 63 characters";
+    for (size_t k = 0; k < nlen; k++) {
+        unsigned char c = (unsigned char)e.p[k];
+        if (!isalnum(c) && c != '_' && c != '-' && c != '.')
+            return "not a device name (letters, digits, _ - and .; '^' and '=' only at the "
+                   "start of the list)";
+    }
+    if (colon == NULL)
+        return NULL;
+    span_t port = span_skip(e, nlen + 1);
+    long v;
+    if (port.n == 0 || port.n > 3 || !all_digits(port) || scan_long(port, 1, 255, &v) != SCAN_OK)
+        return "the port after ':' must be a number from 1 to 255";
+    return NULL;
+}
+
+static span_t span_trim_spaces(span_t s)
+{
+    while (s.n > 0 && s.p[0] == ' ')
+        s = span_skip(s, 1);
+    while (s.n > 0 && s.p[s.n - 1] == ' ')
+        s.n--;
+    return s;
+}
+
+cohort_status_t cohort_hca_spec_check(const char *what, const char *text)
+{
+    quote_buf q;
+    where_buf w;
+    span_t all = span_of(text), rest = all;
+    while (rest.n > 0 && rest.p[0] == ' ')
+        rest = span_skip(rest, 1);
+    int marked = 0;
+    if (rest.n > 0 && rest.p[0] == '^') {
+        rest = span_skip(rest, 1);
+        marked = 1;
+    }
+    if (rest.n > 0 && rest.p[0] == '=') {
+        rest = span_skip(rest, 1);
+        marked = 1;
+    }
+    if (rest.n == 0) {
+        if (!marked)
+            return COHORT_SUCCESS;
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s: '%s' has no device name after its '^' "
+                            "or '='; expected e.g. mlx5_0:1,mlx5_1, =mlx5_0 or ^mlx5_1", what,
+                            quote(all, q));
+    }
+    span_t item;
+    for (int count = 0; span_next(&rest, ',', &item); count++) {
+        span_t e = span_trim_spaces(item);
+        const char *why = count == HCA_MAX ? "more than 16 entries" : hca_entry(e);
+        if (why != NULL)
+            return cohort_error(COHORT_ERR_INVALID_ARG, "%s: %s: %s (expected name[:port] "
+                                "entries, e.g. mlx5_0:1,mlx5_1, =mlx5_0 or ^mlx5_1)", what,
+                                where(all, e, w), why);
+    }
+    return COHORT_SUCCESS;
+}
+
 /* ---- hostfiles and -H lists ----------------------------------------------------------------- */
 
 typedef struct host_list {
@@ -494,51 +598,131 @@ cohort_status_t cohort_hostfile_parse_text(const char *what, const char *text,
     return hosts_done(st, &l, what, hosts, count);
 }
 
-/* Grows buf for a file being read; COHORT_SUCCESS or the error. */
-static cohort_status_t grow(const char *path, char **buf, size_t *cap)
+/* ---- files ---------------------------------------------------------------------------------- */
+
+/* What st is, in words, for a message. */
+static const char *file_kind(mode_t m)
 {
-    if (*cap >= HOSTFILE_MAX_BYTES)
-        return cohort_error(COHORT_ERR_INVALID_ARG, "hostfile '%s' is larger than %u bytes; is "
-                            "it the right file?", path, HOSTFILE_MAX_BYTES);
-    size_t ncap = *cap ? 2 * *cap : 4096;
-    char *nbuf = realloc(*buf, ncap);
-    if (nbuf == NULL)
-        return cohort_error(COHORT_ERR_NO_MEMORY, "out of memory reading hostfile '%s'", path);
-    *buf = nbuf;
-    *cap = ncap;
-    return COHORT_SUCCESS;
+    return S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device"
+           : S_ISBLK(m) ? "a block device" : S_ISFIFO(m) ? "a pipe" : S_ISSOCK(m) ? "a socket"
+           : "not a regular file";
+}
+
+/* /dev/null, however it is reached: the one non-regular file that reads as an empty one. */
+static int is_dev_null(const struct stat *sb)
+{
+    struct stat null_sb;
+    return S_ISCHR(sb->st_mode) && stat("/dev/null", &null_sb) == 0 &&
+           sb->st_rdev == null_sb.st_rdev;
+}
+
+/* Opens path for reading and checks what it is; 0 with *fd open, or an errno value and why. */
+static int open_checked(const char *path, size_t max, int *fd, size_t *size, char *why,
+                        size_t whylen)
+{
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below) */
+    *fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (*fd < 0) {
+        int e = errno;
+        snprintf(why, whylen, "cannot be opened: %s", strerror(e));
+        return e;
+    }
+    struct stat sb;
+    int e = 0;
+    if (fstat(*fd, &sb) != 0) {
+        e = errno;
+        snprintf(why, whylen, "cannot be examined: %s", strerror(e));
+    } else if (!S_ISREG(sb.st_mode) && !is_dev_null(&sb)) {
+        e = EINVAL;
+        snprintf(why, whylen, "is %s, not a regular file", file_kind(sb.st_mode));
+    } else if (S_ISREG(sb.st_mode) && (uintmax_t)sb.st_size > max) {
+        e = EFBIG;
+        snprintf(why, whylen, "is %jd bytes, more than the %zu read at most", (intmax_t)sb.st_size,
+                 max);
+    }
+    if (e) {
+        close(*fd);
+        *fd = -1;
+    }
+    *size = e || !S_ISREG(sb.st_mode) ? 0 : (size_t)sb.st_size;
+    return e;
+}
+
+int cohort_file_check(const char *path, size_t max, char *why, size_t whylen)
+{
+    int fd;
+    size_t size;
+    int e = open_checked(path, max, &fd, &size, why, whylen);
+    if (!e) close(fd);
+    return e;
+}
+
+int cohort_file_read(const char *path, size_t max, char **text, size_t *len, char *why,
+                     size_t whylen)
+{
+    *text = NULL;
+    *len = 0;
+    int fd;
+    size_t cap;
+    int e = open_checked(path, max, &fd, &cap, why, whylen);
+    if (e) return e;
+    /* the size fstat saw, plus room to see the end (or growth); then more, up to max + 1 bytes:
+     * a file that grows while it is read is still refused */
+    cap += 2;
+    char *buf = NULL;
+    size_t n = 0;
+    while (!e && n <= max) {
+        if (n + 1 >= cap || !buf) {
+            size_t ncap = !buf ? cap : cap > (max + 2) / 2 ? max + 2 : 2 * cap;
+            char *nbuf = realloc(buf, ncap);
+            if (!nbuf) {
+                e = ENOMEM;
+                snprintf(why, whylen, "cannot be read: out of memory for %zu bytes", ncap);
+                break;
+            }
+            buf = nbuf;
+            cap = ncap;
+        }
+        ssize_t got = read(fd, buf + n, cap - 1 - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            e = errno;
+            snprintf(why, whylen, "cannot be read: %s", strerror(e));
+        } else if (got == 0) {
+            break;
+        }
+        n += got > 0 ? (size_t)got : 0;
+    }
+    close(fd);
+    if (!e && n > max) {
+        e = EFBIG;
+        snprintf(why, whylen, "is more than the %zu bytes read at most", max);
+    } else if (!e && memchr(buf, '\0', n) != NULL) {
+        e = EILSEQ;
+        snprintf(why, whylen, "contains a NUL byte: it is not a text file");
+    }
+    if (e) {
+        free(buf);
+        return e;
+    }
+    buf[n] = '\0';
+    *text = buf;
+    *len = n;
+    return 0;
 }
 
 /* Whole file into a NUL-terminated malloc'd buffer. */
 static cohort_status_t read_file(const char *path, char **out)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return cohort_error(COHORT_ERR_INVALID_ARG, "cannot open hostfile '%s': %s; check the "
-                            "path", path, strerror(errno));
-    char *buf = NULL;
-    size_t len = 0, cap = 0, got = 1;
-    cohort_status_t st = COHORT_SUCCESS;
-    while (st == COHORT_SUCCESS && got > 0) {
-        if (len + 1 >= cap && (st = grow(path, &buf, &cap)) != COHORT_SUCCESS)
-            break;
-        got = fread(buf + len, 1, cap - 1 - len, f);
-        len += got;
-    }
-    if (st == COHORT_SUCCESS && ferror(f))
-        st = cohort_error(COHORT_ERR_SYSTEM, "cannot read hostfile '%s': %s", path,
-                          strerror(errno));
-    else if (st == COHORT_SUCCESS && memchr(buf, '\0', len) != NULL)
-        st = cohort_error(COHORT_ERR_INVALID_ARG, "hostfile '%s' contains a NUL byte; it is "
-                          "not a text file", path);
-    fclose(f);
-    if (st != COHORT_SUCCESS) {
-        free(buf);
-        return st;
-    }
-    buf[len] = '\0';
-    *out = buf;
-    return COHORT_SUCCESS;
+    char why[160];
+    size_t len;
+    int e = cohort_file_read(path, HOSTFILE_MAX_BYTES, out, &len, why, sizeof why);
+    if (e == 0)
+        return COHORT_SUCCESS;
+    return cohort_error(e == ENOMEM ? COHORT_ERR_NO_MEMORY : COHORT_ERR_INVALID_ARG,
+                        "hostfile '%s' %s; check the path%s", path, why,
+                        e == EFBIG ? " (is it the right file?)" : "");
 }
 
 cohort_status_t cohort_hostfile_parse(const char *path, cohort_host_slots_t **hosts, int *count)
@@ -610,17 +794,27 @@ cohort_status_t cohort_hostlist_parse(const char *text, cohort_host_slots_t **ho
 
 /* ---- COHORT_ALGO and COHORT_TRANSPORTS ------------------------------------------------------ */
 
-/* [a-z0-9_]+, shorter than cap; the names COHORT_ALGO and COHORT_TRANSPORTS use. */
+/* [A-Za-z0-9_]+, shorter than cap; the names COHORT_ALGO and COHORT_TRANSPORTS use. Words are
+ * case-insensitive (docs/reliability.md, "Settings: one grammar"): name_copy stores them in
+ * lower case, the spelling every reader compares against. */
 static int valid_name(span_t s, size_t cap)
 {
     if (s.n == 0 || s.n >= cap)
         return 0;
     for (size_t k = 0; k < s.n; k++) {
         unsigned char c = (unsigned char)s.p[k];
-        if (!(islower(c) || isdigit(c) || c == '_'))
+        if (!(isalnum(c) || c == '_'))
             return 0;
     }
     return 1;
+}
+
+/* s (valid_name, shorter than cap) into buf in lower case. */
+static void name_copy(span_t s, char *buf, size_t cap)
+{
+    span_copy(s, buf, cap);
+    for (char *c = buf; *c; c++)
+        *c = (char)tolower((unsigned char)*c);
 }
 
 /* The collectives COHORT_ALGO may name (cohort_coll_name() in core/coll/select.c). */
@@ -631,7 +825,7 @@ static const char *const COLLECTIVES[] = {"allreduce", "broadcast", "reduce", "a
 static int known_collective(span_t s)
 {
     for (size_t i = 0; i < NCOLLECTIVES; i++)
-        if (span_eq(s, COLLECTIVES[i]))
+        if (span_eq_nocase(s, COLLECTIVES[i]))
             return 1;
     return 0;
 }
@@ -652,14 +846,14 @@ static const char *algo_entry(span_t e, cohort_algo_spec_t *spec)
         return "unknown collective (allreduce, broadcast, reduce, allgather, reduce_scatter, "
                "alltoall, barrier)";
     if (!valid_name(algo, sizeof spec->entries[0].algo))
-        return "bad algorithm name (lowercase letters, digits and _)";
+        return "bad algorithm name (letters, digits and _)";
     for (int i = 0; i < spec->count; i++)
-        if (span_eq(coll, spec->entries[i].coll))
+        if (span_eq_nocase(coll, spec->entries[i].coll))
             return "collective named twice";
     if (spec->count == COHORT_ALGO_MAX)
         return "too many entries";
-    span_copy(coll, spec->entries[spec->count].coll, sizeof spec->entries[0].coll);
-    span_copy(algo, spec->entries[spec->count].algo, sizeof spec->entries[0].algo);
+    name_copy(coll, spec->entries[spec->count].coll, sizeof spec->entries[0].coll);
+    name_copy(algo, spec->entries[spec->count].algo, sizeof spec->entries[0].algo);
     spec->count++;
     return NULL;
 }
@@ -698,13 +892,13 @@ static const char *transport_entry(span_t e, cohort_transport_list_t *list)
     if (e.n == 0)
         return "empty entry (two commas in a row, or one at an end)";
     if (!valid_name(e, sizeof list->names[0]))
-        return "not a transport name (lowercase letters, digits and _, e.g. shm, tcp)";
+        return "not a transport name (letters, digits and _, e.g. shm, tcp)";
     for (int i = 0; i < list->count; i++)
-        if (span_eq(e, list->names[i]))
+        if (span_eq_nocase(e, list->names[i]))
             return "named twice";
     if (list->count == COHORT_TRANSPORT_LIST_MAX)
         return "too many entries";
-    span_copy(e, list->names[list->count++], sizeof list->names[0]);
+    name_copy(e, list->names[list->count++], sizeof list->names[0]);
     return NULL;
 }
 

@@ -7,9 +7,10 @@
 #include <stddef.h>
 #include "cohort/cohort.h"
 
-/* Whole-string integer in [min,max]; leading/trailing spaces allowed, nothing else. */
+/* Whole-string decimal integer in [min,max]; leading/trailing spaces allowed, nothing else. */
 cohort_status_t cohort_parse_long(const char *what, const char *text, long min, long max,
                                   long *out);
+/* Decimal real ([+-]digits[.digits][e[+-]digits]) in [min,max]: no hex, inf or nan. */
 cohort_status_t cohort_parse_double(const char *what, const char *text, double min, double max,
                                     double *out);
 /* Size with optional K/M/G suffix (powers of 1024): "64M" -> 67108864. */
@@ -53,7 +54,8 @@ cohort_status_t cohort_hostfile_parse_text(const char *what, const char *text,
                                            cohort_host_slots_t **hosts, int *count);
 cohort_status_t cohort_hostlist_parse(const char *text, cohort_host_slots_t **hosts, int *count);
 
-/* COHORT_ALGO: "allreduce:ring;broadcast:tree" -> lookup per collective. */
+/* COHORT_ALGO: "allreduce:ring;broadcast:tree" -> lookup per collective. Names in any case,
+ * stored in lower case. */
 #define COHORT_ALGO_MAX 16
 typedef struct cohort_algo_spec {
     int count;
@@ -64,7 +66,28 @@ cohort_status_t cohort_algo_spec_parse(const char *what, const char *text,
 /* The algorithm named for coll, or NULL. */
 const char *cohort_algo_spec_get(const cohort_algo_spec_t *spec, const char *coll);
 
-/* COHORT_TRANSPORTS: "shm,tcp" (allow list, order = preference) or "^verbs,ucx" (exclude). */
+/* COHORT_IB_HCA, checked in the core so that a bad value fails even where the verbs transport
+ * is absent. The grammar is the verbs transport's own (transports/verbs/vb_hca.c, NCCL's):
+ * optional '^' (exclude), then optional '=' (exact names), then comma-separated entries
+ * name[:port]: names of [A-Za-z0-9_.-], 1-63 characters, ports 1-255; spaces around the list
+ * and its entries are ignored; no empty entries, at most 16. Device names are exact: case
+ * matters. */
+cohort_status_t cohort_hca_spec_check(const char *what, const char *text);
+
+/* A text file that cohort reads whole: a regular file (or /dev/null, which reads as empty) of at
+ * most max bytes without NUL bytes, so that /dev/zero, a FIFO or a huge file is refused rather
+ * than read forever. 0 with *text (malloc'd, NUL-terminated: free it) and *len; otherwise an
+ * errno value (ENOENT and the like from open; EINVAL: not a regular file; EFBIG: over max;
+ * EILSEQ: a NUL byte; ENOMEM) and `why` says what is wrong in words that follow the file's name
+ * ("is a directory, not a regular file"). Calls neither cohort_error nor the log: the settings
+ * file is read with this under the lock the logger's own settings need. */
+int cohort_file_read(const char *path, size_t max, char **text, size_t *len, char *why,
+                     size_t whylen);
+/* The same checks for a file another library reads (hwloc's XML): 0 or an errno value and why. */
+int cohort_file_check(const char *path, size_t max, char *why, size_t whylen);
+
+/* COHORT_TRANSPORTS: "shm,tcp" (allow list, order = preference) or "^verbs,ucx" (exclude).
+ * Names in any case, stored in lower case. */
 #define COHORT_TRANSPORT_LIST_MAX 16
 typedef struct cohort_transport_list {
     int exclude;

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #ifndef COHORT_PLUGIN_DIR
 #define COHORT_PLUGIN_DIR "/usr/local/lib/cohort"
@@ -273,10 +274,11 @@ typedef struct candidate {
     char path[4096];
 } candidate_t;
 
-static int find_candidate(candidate_t *c, int n, const char *name)
+/* Transport names are words: any case (COHORT_TRANSPORTS stores them in lower case). */
+static int find_candidate(const candidate_t *c, int n, const char *name)
 {
     for (int i = 0; i < n; i++)
-        if (!strcmp(c[i].name, name)) return i;
+        if (!strcasecmp(c[i].name, name)) return i;
     return -1;
 }
 
@@ -345,14 +347,61 @@ static cohort_status_t missing(cohort_status_t st, const char *name, const candi
                         "%s (found: %s)", name, name, sp, n ? found : "none");
 }
 
-cohort_status_t cohort_plugins_check_names(const cohort_transport_list_t *list)
+/* The transports cohort's own tree builds: a job script may exclude one on a machine where it
+ * was not built (^verbs), so excluding them is never an error; any other name must be found. */
+static const char *const IN_TREE[] = { "shm", "tcp", "ucx", "verbs" };
+
+/* The found candidates' names, "a, b, c" ("none"). */
+static void candidate_names(const candidate_t *cand, int n, char *buf, size_t len)
 {
-    if (!list->count || list->exclude) return COHORT_SUCCESS;
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int j = 0; j < n && used < len; j++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", j ? ", " : "", cand[j].name);
+    if (n == 0) snprintf(buf, len, "none");
+}
+
+/* An exclude list: every name is a transport (in-tree or found), and something is left. */
+static cohort_status_t check_excluded(const char *text, const cohort_transport_list_t *list,
+                                      const candidate_t *cand, int n)
+{
+    char found[1024], sp[8192];
+    candidate_names(cand, n, found, sizeof found);
+    for (int i = 0; i < list->count; i++) {
+        int known = find_candidate(cand, n, list->names[i]) >= 0;
+        for (size_t k = 0; k < sizeof IN_TREE / sizeof IN_TREE[0]; k++)
+            known |= !strcmp(IN_TREE[k], list->names[i]);
+        if (!known) {
+            cohort_plugins_search_path(sp, sizeof sp);
+            return cohort_error(COHORT_ERR_INVALID_ARG, "COHORT_TRANSPORTS='%.96s' excludes "
+                                "'%s', which is not a transport: neither cohort's own (shm, tcp, "
+                                "ucx, verbs) nor found in %s (found: %s); check the spelling",
+                                text, list->names[i], sp, found);
+        }
+    }
+    int left = 0;
+    for (int j = 0; j < n; j++) {
+        int excluded = 0;
+        for (int i = 0; i < list->count; i++) excluded |= !strcasecmp(list->names[i], cand[j].name);
+        left += !excluded;
+    }
+    if (n > 0 && !left)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "COHORT_TRANSPORTS='%.96s' excludes every "
+                            "transport found (%s): nothing is left to connect the ranks; exclude "
+                            "fewer, or name the ones to use (e.g. COHORT_TRANSPORTS=tcp)", text,
+                            found);
+    return COHORT_SUCCESS;
+}
+
+cohort_status_t cohort_plugins_check_names(const char *text, const cohort_transport_list_t *list)
+{
+    if (!list->count) return COHORT_SUCCESS;
     candidate_t *cand = malloc(MAX_CANDIDATES * sizeof *cand);
     if (!cand) return cohort_error(COHORT_ERR_NO_MEMORY, "no memory to scan for plugins");
     int n = scan_all(cand);
     cohort_status_t st = COHORT_SUCCESS;
-    for (int i = 0; i < list->count && !st; i++)
+    if (list->exclude) st = check_excluded(text, list, cand, n);
+    for (int i = 0; i < list->count && !st && !list->exclude; i++)
         if (find_candidate(cand, n, list->names[i]) < 0)
             st = missing(COHORT_ERR_INVALID_ARG, list->names[i], cand, n);
     free(cand);
@@ -417,7 +466,8 @@ static cohort_status_t load_all(int keep)
     } else {
         for (int j = 0; j < n; j++) {
             int excluded = 0;
-            for (int i = 0; i < list.count; i++) excluded |= !strcmp(list.names[i], cand[j].name);
+            for (int i = 0; i < list.count; i++)
+                excluded |= !strcasecmp(list.names[i], cand[j].name);
             if (excluded) report(&cand[j], 0, "excluded by COHORT_TRANSPORTS", COHORT_LOG_INFO);
             else order[norder++] = j;
         }
@@ -464,10 +514,19 @@ static cohort_status_t load_all(int keep)
     if (keep && nloaded == 0) {
         char sp[8192];
         cohort_plugins_search_path(sp, sizeof sp);
-        return cohort_error(COHORT_ERR_PLUGIN, "no usable transport plugin found (searched %s; "
-                            "%d candidate(s); COHORT_DEBUG=INFO shows why each was skipped). Set "
-                            "COHORT_PLUGIN_PATH to the directory holding libcohort-tcp.so",
-                            sp, n);
+        if (n == 0)
+            return cohort_error(COHORT_ERR_PLUGIN, "no transport plugin found (searched %s). Set "
+                                "COHORT_PLUGIN_PATH to the directory holding libcohort-tcp.so",
+                                sp);
+        /* Plugins were found: say why none is usable, not where to look for more. */
+        char why[2048] = "";
+        size_t used = 0;
+        for (int i = 0; i < nreports && used < sizeof why; i++)
+            used += (size_t)snprintf(why + used, sizeof why - used, "%s%s: %s", i ? "; " : "",
+                                     reports[i].name, reports[i].why);
+        return cohort_error(COHORT_ERR_PLUGIN, "no usable transport plugin among the %d found in "
+                            "%s: %s%s", n, sp, why, list.exclude ? " (COHORT_TRANSPORTS excludes "
+                            "the others; exclude fewer)" : "");
     }
     return COHORT_SUCCESS;
 }

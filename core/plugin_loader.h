@@ -54,8 +54,10 @@ void cohort_plugins_release(void);
 void cohort_plugins_search_path(char *buf, size_t len);
 /* Whether the search path holds a plugin file for name (libcohort-<name>.so); loads nothing. */
 int cohort_plugins_exists(const char *name);
-/* COHORT_TRANSPORTS' allow list against the search path, loading nothing: COHORT_ERR_INVALID_ARG
- * naming the first transport without a plugin file, the path and what was found there. */
-cohort_status_t cohort_plugins_check_names(const cohort_transport_list_t *list);
+/* COHORT_TRANSPORTS (text, parsed into list) against the search path, loading nothing:
+ * COHORT_ERR_INVALID_ARG naming the first transport of an allow list without a plugin file, the
+ * path and what was found there; for an exclude list, a name that is neither one of cohort's
+ * own transports nor found, or the exclusion of every transport found. */
+cohort_status_t cohort_plugins_check_names(const char *text, const cohort_transport_list_t *list);
 
 #endif

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # README command 2 (what CI runs): installs the dependencies, builds with -Werror and runs the
-# whole suite; then builds again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the
-# suite again.  SKIP_SANITIZERS=1 skips the second pass.
+# whole suite; then runs the shm transport's unit tests under ThreadSanitizer; then builds again
+# with AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite again.  SKIP_TSAN=1
+# skips the ThreadSanitizer pass, SKIP_SANITIZERS=1 the ASan+UBSan one.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 bash "$src/scripts/deps.sh"
@@ -25,6 +26,40 @@ bash "$src/scripts/build.sh" "$src/_build-ci"
 run_suite "$src/_build-ci" plain
 echo "== plain pass took $(( $(date +%s) - start )) s"
 
+if [ "${SKIP_TSAN:-0}" != 1 ]; then
+    # ThreadSanitizer over the lock-free code: the shm transport's ring (ring.h) and the node
+    # collectives' lanes and slots (coll.c), whose unit tests run them in threads. Only these two
+    # programs are built (docs/testing.md gives the time it takes). clang: gcc refuses
+    # atomic_thread_fence under -fsanitize=thread with -Werror (TSan does not model fences, which
+    # could only add false reports, and none has come).
+    echo "== ThreadSanitizer: the shm unit tests (ring and node-collective lanes)"
+    tsan="$src/_build-tsan"
+    mkdir -p "$tsan"
+    (
+        cd "$tsan"
+        [ -f Makefile ] || "$src/configure" --enable-werror --disable-fuzzers CC=clang \
+            CFLAGS="-O1 -g -fsanitize=thread -fno-omit-frame-pointer" \
+            LDFLAGS="-fsanitize=thread" >configure.out
+        make -j"$(nproc)" tests/unit/test_shm_ring tests/unit/test_shm_coll >make.out 2>&1 ||
+            { tail -n 60 make.out; exit 1; }
+        export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+        export COHORT_RING_STRESS_MSGS=300000   # a third of the default: TSan is slow
+        export CK_TIMEOUT_MULTIPLIER=4           # and so are the tests' own deadlines
+        pass=0; fail=0
+        for t in test_shm_ring test_shm_coll; do
+            if timeout -k 10 900 "tests/unit/$t" >"$t.tsan.log" 2>&1; then
+                echo "PASS: tsan $t"; pass=$((pass + 1))
+            else
+                echo "FAIL: tsan $t"; fail=$((fail + 1)); tail -n 80 "$t.tsan.log"
+            fi
+        done
+        printf '# PASS: %d\n# FAIL: %d\n' "$pass" "$fail" >check.out
+        sed "s/^/[tsan] /" check.out
+        [ "$fail" -eq 0 ]
+    )
+    echo "== with the TSan pass: $(( $(date +%s) - start )) s"
+fi
+
 if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
     echo "== build with ASan+UBSan and test again"
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1
@@ -41,7 +76,7 @@ if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
 fi
 # One closing line over both passes (automake's per-test verdicts).
 pass=0; fail=0
-for f in "$src"/_build-ci/check.out "$src"/_build-asan/check.out; do
+for f in "$src"/_build-ci/check.out "$src"/_build-tsan/check.out "$src"/_build-asan/check.out; do
     [ -f "$f" ] || continue
     p=$(sed -n 's/^# PASS: *//p' "$f" | head -n1); x=$(sed -n 's/^# FAIL: *//p' "$f" | head -n1)
     e=$(sed -n 's/^# ERROR: *//p' "$f" | head -n1)

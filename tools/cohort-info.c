@@ -23,7 +23,8 @@ static void usage(FILE *f)
                "       cohortrun -np N [...] cohort-info --topology --job\n"
                "Shows cohort's version and build, the transport plugins found (and why any was\n"
                "refused), every setting with its default, current value and help, and the\n"
-               "network interfaces cohort would use. Without options: everything.\n"
+               "network interfaces cohort would use. Without options: everything. The exit\n"
+               "status is 1 when a setting is invalid (creating a communicator would fail).\n"
                "--peers runs as the ranks of a job (under cohortrun, mpirun, srun or torchrun),\n"
                "creates a communicator and prints, on rank 0, each rank's host and the transport\n"
                "every pair of ranks uses.\n"
@@ -56,13 +57,15 @@ static void show_plugins(void)
     if (st) printf("  error: %s\n", cohort_last_error());
 }
 
-static void show_settings(void)
+/* 1 when a setting is invalid (a communicator's creation would fail): scripts can use
+ * cohort-info --settings to check a job's settings before they launch it. */
+static int show_settings(void)
 {
     size_t n;
     const cohort_setting_t *s = cohort_settings(&n);
     printf("\nSettings (environment, then cohort.conf, then default):\n");
     for (size_t i = 0; i < n; i++) {
-        const char *v = cohort_config_get(s[i].name);
+        const char *v = cohort_config_value(s[i].name);
         printf("  %-22s = %-14s [%s; default %s]\n      %s\n", s[i].name, v ? v : "(unset)",
                cohort_config_source(s[i].name), s[i].def ? s[i].def : "unset", s[i].help);
     }
@@ -72,6 +75,7 @@ static void show_settings(void)
     cohort_error_log_level(old);
     if (st) printf("  error: %s (creating a communicator fails with this)\n", cohort_last_error());
     else printf("  all valid\n");
+    return st ? 1 : 0;
 }
 
 static int show_interfaces(void)
@@ -387,7 +391,7 @@ int main(int argc, char **argv)
 #endif
     int rc = 0;
     if (plugins) show_plugins();
-    if (settings) show_settings();
+    if (settings) rc |= show_settings();
     if (ifs) rc |= show_interfaces();
     return rc;
 }

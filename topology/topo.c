@@ -10,6 +10,7 @@
 #include "topology/topo.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/parse.h"
 
 #include <errno.h>
 #include <hwloc.h>
@@ -19,6 +20,8 @@
 #include <string.h>
 
 #define SUBSYS "topo"
+/* Largest hwloc XML file read: a big machine's export is a few MiB. */
+#define TOPO_FILE_MAX ((size_t)64 << 20)
 /* Highest OS PU index a CPU list may name (hwloc bitmaps grow to fit; this bounds a typo). */
 #define CPULIST_MAX_INDEX (1 << 20)
 
@@ -290,15 +293,15 @@ static cohort_status_t collect_devs(cohort_topo_t *t)
 
 static cohort_status_t load_file(cohort_topo_t *t, const char *path, const char *from)
 {
-    /* hwloc's own errors on a missing file are terse (errno only): check it first */
-    FILE *f = fopen(path, "r");
-    if (!f)
+    /* hwloc's own errors on a missing file are terse (errno only), and it reads /dev/zero or a
+     * FIFO forever: check it first (a regular file of at most TOPO_FILE_MAX bytes) */
+    char why[160];
+    if (cohort_file_check(path, TOPO_FILE_MAX, why, sizeof why))
         return cohort_error(COHORT_ERR_INVALID_ARG,
-                            "topology: cannot open hwloc XML file '%s'%s: %s; check the path "
+                            "topology: hwloc XML file '%s'%s %s; check the path "
                             "(export one with: lstopo-no-graphics FILE.xml)%s",
-                            path, from, strerror(errno),
+                            path, from, why,
                             *from ? ", or unset COHORT_TOPO_FILE to discover this machine" : "");
-    fclose(f);
     if (hwloc_topology_set_xml(t->h, path) < 0) {
         int e = errno;
         return cohort_error(COHORT_ERR_INVALID_ARG,

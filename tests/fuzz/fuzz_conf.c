@@ -49,6 +49,20 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 static int blank(char c) { return isspace((unsigned char)c) != 0; }
 
+/* a and b hold the same words: equal but for case and blanks (config.h: readers get words in
+ * lower case, or as the table spells them, without the blanks around a list's entries). */
+static int same_words(const char *a, const char *b)
+{
+    for (;;) {
+        while (blank(*a)) a++;
+        while (blank(*b)) b++;
+        if (tolower((unsigned char)*a) != tolower((unsigned char)*b)) return 0;
+        if (!*a) return 1;
+        a++;
+        b++;
+    }
+}
+
 /* The reference reading: ref[i] points into `copy` (the value of setting i) or is NULL. */
 static void reference(const uint8_t *data, size_t size, char *copy, const cohort_setting_t *set,
                       size_t nset, const char **ref)
@@ -112,9 +126,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < nset; i++) {
         const char *name = set[i].name;
         if (!strcmp(name, "COHORT_CONF") || !strcmp(name, "COHORT_DEBUG")) continue;  /* env */
-        const char *got = cohort_config_get(name), *exp = ref[i] ? ref[i] : set[i].def;
+        const char *got = cohort_config_value(name), *exp = ref[i] ? ref[i] : set[i].def;
         FUZZ_CHECK((got == NULL) == (exp == NULL) && (!got || !strcmp(got, exp)),
                    "%s reads '%s', the reference says '%s'", name, got ? got : "(unset)",
+                   exp ? exp : "(unset)");
+        /* readers get words in one spelling (config.h): the same words, case and blanks aside */
+        const char *read = cohort_config_get(name);
+        int words = set[i].kind == COHORT_SET_WORD || !strcmp(name, "COHORT_TRANSPORTS") ||
+                    !strcmp(name, "COHORT_ALGO") || !strcmp(name, "COHORT_DEBUG_SUBSYS");
+        FUZZ_CHECK((read == NULL) == (exp == NULL) &&
+                   (!read || (words ? same_words(read, exp) : read == got)),
+                   "%s is read as '%s', the reference says '%s'", name, read ? read : "(unset)",
                    exp ? exp : "(unset)");
         const char *src = cohort_config_source(name);
         FUZZ_CHECK(ref[i] ? !strncmp(src, "file ", 5) && !strcmp(src + 5, memfd_path)

@@ -89,6 +89,6 @@ run_case "good values of the same settings pass (np=2)" \
     COHORT_SOCKET_NSOCKS=3 COHORT_SOCKET_PROBE_MS=500 COHORT_SOCKET_IFNAME=lo \
     COHORT_ALGO="allreduce:ring;broadcast:tree" COHORT_TRANSPORTS=tcp,shm COHORT_DEBUG=warn \
     COHORT_DEBUG_SUBSYS="^init,net" COHORT_HIERARCHICAL=0 COHORT_SHM_SEGMENT_SIZE=131072 \
-    COHORT_SHM_EAGER_LIMIT=0 COHORT_SHM_COLL_CHUNK=0 COHORT_PLUGIN_PATH="$tmp:" \
+    COHORT_SHM_EAGER_LIMIT=0 COHORT_SHM_COLL_CHUNK=0 COHORT_PLUGIN_PATH="$tmp" \
     COHORT_HOSTID=node-a sh -c '"$0" -np 2 "$1" | grep -qx "mean of ranks = 0.5"' "$COHORTRUN" "$PROG"
 finish

@@ -1,4 +1,5 @@
-# Deliberately broken transport plugins, and one good one from a "future" ABI 1.7, that only
+# Deliberately broken transport plugins, one good one from a "future" ABI 1.7 and four at the
+# bounds of the ABI versions the loader accepts (abi.c), that only
 # tests/unit/test_loader loads. Built as real shared objects (tests/plugins/.libs/*.so) on
 # `make check`, never installed. Included from tests/local.mk; paths relative to the top dir.
 
@@ -10,7 +11,11 @@ test_plugins = \
 	tests/plugins/libcohort-nullfn.la \
 	tests/plugins/libcohort-misname.la \
 	tests/plugins/libcohort-unavail.la \
-	tests/plugins/libcohort-future.la
+	tests/plugins/libcohort-future.la \
+	tests/plugins/libcohort-abiprev.la \
+	tests/plugins/libcohort-abinext.la \
+	tests/plugins/libcohort-abimin.la \
+	tests/plugins/libcohort-abimax.la
 check_LTLIBRARIES += $(test_plugins)
 
 tests_plugins_libcohort_badabi_la_SOURCES = tests/plugins/badabi.c tests/plugins/stub.h
@@ -27,6 +32,23 @@ tests_plugins_libcohort_unavail_la_SOURCES = tests/plugins/unavail.c tests/plugi
 tests_plugins_libcohort_unavail_la_LDFLAGS = $(test_plugin_ldflags)
 tests_plugins_libcohort_future_la_SOURCES = tests/plugins/future.c tests/plugins/stub.h
 tests_plugins_libcohort_future_la_LDFLAGS = $(test_plugin_ldflags)
+# One source at the loader's ABI bounds (tests/plugins/abi.c says which is which).
+tests_plugins_libcohort_abiprev_la_SOURCES = tests/plugins/abi.c tests/plugins/stub.h
+tests_plugins_libcohort_abiprev_la_CPPFLAGS = $(AM_CPPFLAGS) -DABI_NAME='"abiprev"' \
+	-DABI_MAJOR_DELTA=-1 -DABI_MINOR=0xffff -DABI_SIZE='sizeof(cohort_transport_v1_t)'
+tests_plugins_libcohort_abiprev_la_LDFLAGS = $(test_plugin_ldflags)
+tests_plugins_libcohort_abinext_la_SOURCES = tests/plugins/abi.c tests/plugins/stub.h
+tests_plugins_libcohort_abinext_la_CPPFLAGS = $(AM_CPPFLAGS) -DABI_NAME='"abinext"' \
+	-DABI_MAJOR_DELTA=1 -DABI_MINOR=0 -DABI_SIZE='sizeof(cohort_transport_v1_t)'
+tests_plugins_libcohort_abinext_la_LDFLAGS = $(test_plugin_ldflags)
+tests_plugins_libcohort_abimin_la_SOURCES = tests/plugins/abi.c tests/plugins/stub.h
+tests_plugins_libcohort_abimin_la_CPPFLAGS = $(AM_CPPFLAGS) -DABI_NAME='"abimin"' \
+	-DABI_MAJOR_DELTA=0 -DABI_MINOR=0 -DABI_SIZE=COHORT_TRANSPORT_V1_MIN_SIZE
+tests_plugins_libcohort_abimin_la_LDFLAGS = $(test_plugin_ldflags)
+tests_plugins_libcohort_abimax_la_SOURCES = tests/plugins/abi.c tests/plugins/stub.h
+tests_plugins_libcohort_abimax_la_CPPFLAGS = $(AM_CPPFLAGS) -DABI_NAME='"abimax"' \
+	-DABI_MAJOR_DELTA=0 -DABI_MINOR=0xffff -DABI_SIZE='sizeof(cohort_transport_v1_t)'
+tests_plugins_libcohort_abimax_la_LDFLAGS = $(test_plugin_ldflags)
 
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/test_loader

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -376,6 +377,52 @@ START_TEST(count_overflow)
                "sendbuf", "past the end of the address space");
     EXPECT_ERR(cohort_broadcast(c, top, 4, COHORT_FLOAT64, 0), "cohort_broadcast", "buf",
                "past the end");
+    EXPECT_OK(cohort_comm_destroy(c));
+}
+END_TEST
+
+/* Counts no buffer can hold, though their byte size is below PTRDIFF_MAX and the end of the
+ * address space: the last byte would lie in no memory of the process. A real mapping passes
+ * whatever its state (untouched, PROT_NONE); one page past its end is refused. */
+START_TEST(count_past_memory)
+{
+    cohort_comm_t *c = one_rank();
+    const size_t huge[] = { (size_t)1 << 62, SIZE_MAX / 2, (size_t)1 << 48 };
+    char want[64];
+    for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+        snprintf(want, sizeof want, "count %zu (", huge[i]);
+        EXPECT_ERR(cohort_broadcast(c, rbuf, huge[i], COHORT_INT8, 0), "cohort_broadcast", want,
+                   "is more than buf", "is count right?");
+        EXPECT_ERR(cohort_allreduce(c, sbuf, rbuf, huge[i], COHORT_UINT8, COHORT_SUM),
+                   "cohort_allreduce", want, "sendbuf");
+        EXPECT_ERR(cohort_allreduce(c, rbuf, rbuf, huge[i], COHORT_INT8, COHORT_MAX),
+                   "cohort_allreduce", want);
+        EXPECT_ERR(cohort_reduce(c, sbuf, rbuf, huge[i], COHORT_INT8, COHORT_SUM, 0),
+                   "cohort_reduce", want);
+        EXPECT_ERR(cohort_allgather(c, sbuf, rbuf, huge[i], COHORT_INT8), "cohort_allgather",
+                   want);
+        EXPECT_ERR(cohort_reduce_scatter(c, sbuf, rbuf, huge[i], COHORT_INT8, COHORT_SUM),
+                   "cohort_reduce_scatter", want);
+        EXPECT_ERR(cohort_alltoall(c, sbuf, rbuf, huge[i], COHORT_INT8), "cohort_alltoall",
+                   want);
+    }
+    /* 2^60 float32: 2^62 bytes from a real buffer */
+    EXPECT_ERR(cohort_broadcast(c, rbuf, (size_t)1 << 60, COHORT_FLOAT32, 0), "cohort_broadcast",
+               "count 1152921504606846976 (float32, 4611686018427387904 bytes)");
+    /* a mapping of 128 MiB whose last page is then unmapped: the mapped part passes (a one-rank
+     * broadcast touches nothing, so untouched and PROT_NONE memory can be offered), one byte
+     * more is refused, naming the count */
+    size_t len = (size_t)128 << 20, page = (size_t)sysconf(_SC_PAGESIZE);
+    char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    ck_assert_ptr_ne(m, MAP_FAILED);
+    ck_assert_int_eq(munmap(m + len - page, page), 0);
+    EXPECT_OK(cohort_broadcast(c, m, len - page, COHORT_INT8, 0));
+    snprintf(want, sizeof want, "count %zu (int8", len - page + 1);
+    EXPECT_ERR(cohort_broadcast(c, m, len - page + 1, COHORT_INT8, 0), want);
+    ck_assert_int_eq(mprotect(m, len - page, PROT_NONE), 0);
+    EXPECT_OK(cohort_broadcast(c, m, (len - page) / 8, COHORT_FLOAT64, 0));
+    ck_assert_int_eq(munmap(m, len - page), 0);
     EXPECT_OK(cohort_comm_destroy(c));
 }
 END_TEST
@@ -805,6 +852,50 @@ START_TEST(pair_args)
 }
 END_TEST
 
+/* Counts no buffer can hold, on every collective, over shm and tcp: refused by the core on both
+ * ranks with the count named, before a transport sees them (shm once read past the buffer, tcp
+ * failed with EFAULT). Then a real collective: the refusals left the ranks in step. */
+static void body_huge(int rank, cohort_comm_t *c, pair_t *p)
+{
+    int8_t s[64] = { 0 }, r[64] = { 0 };
+    const size_t huge[] = { (size_t)1 << 62, SIZE_MAX / 2, (size_t)1 << 48 };
+    for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+        size_t n = huge[i];
+        char want[64];
+        snprintf(want, sizeof want, "count %zu", n);
+        for (int root = 0; root < 2; root++) {
+            P_EXPECT(cohort_broadcast(c, r, n, COHORT_INT8, root), COHORT_ERR_INVALID_ARG, want);
+            P_EXPECT(cohort_reduce(c, s, r, n, COHORT_INT8, COHORT_SUM, root),
+                     COHORT_ERR_INVALID_ARG, want);
+        }
+        P_EXPECT(cohort_allreduce(c, s, r, n, COHORT_INT8, COHORT_SUM), COHORT_ERR_INVALID_ARG,
+                 want);
+        P_EXPECT(cohort_allreduce(c, r, r, n, COHORT_UINT8, COHORT_MIN), COHORT_ERR_INVALID_ARG,
+                 want);
+        P_EXPECT(cohort_allgather(c, s, r, n, COHORT_INT8), COHORT_ERR_INVALID_ARG, want);
+        P_EXPECT(cohort_reduce_scatter(c, s, r, n, COHORT_INT8, COHORT_SUM),
+                 COHORT_ERR_INVALID_ARG, want);
+        P_EXPECT(cohort_alltoall(c, s, r, n, COHORT_INT8), COHORT_ERR_INVALID_ARG, want);
+        P_EXPECT(cohort_broadcast(c, r, n / 8, COHORT_FLOAT64, 0), COHORT_ERR_INVALID_ARG,
+                 "float64");
+    }
+    int32_t one = 1, sum = 0;
+    P_OK(cohort_allreduce(c, &one, &sum, 1, COHORT_INT32, COHORT_SUM));
+    P_CHECK(sum == 2, "allreduce after the refusals: %d", sum);
+    (void)rank;
+}
+
+START_TEST(pair_huge_counts)
+{
+    with_transport(_i);
+    pair_t p = { .body = body_huge };
+    member_t m[2];
+    run_pair(&p, m);
+    for (int r = 0; r < 2; r++)
+        ck_assert_msg(m[r].init_st == COHORT_SUCCESS, "rank %d init: %s", r, m[r].init_msg);
+}
+END_TEST
+
 /* Abort on both ranks: every collective and split refuse with ABORTED; destroy works. */
 static void body_abort(int rank, cohort_comm_t *c, pair_t *p)
 {
@@ -931,6 +1022,7 @@ static Suite *api_suite(void)
     tcase_add_test(one, dtype_op_root);
     tcase_add_test(one, null_buffers);
     tcase_add_test(one, count_overflow);
+    tcase_add_test(one, count_past_memory);
     tcase_add_test(one, overlap_one_rank);
     tcase_add_test(one, aborted_comm);
     tcase_add_test(one, busy_comm);
@@ -940,6 +1032,7 @@ static Suite *api_suite(void)
     TCase *two = tcase_create("two ranks");
     tcase_set_timeout(two, 2 * PAIR_DEADLINE_S + 30);
     tcase_add_loop_test(two, pair_args, 0, 2);
+    tcase_add_loop_test(two, pair_huge_counts, 0, 2);
     tcase_add_loop_test(two, pair_abort, 0, 2);
     tcase_add_loop_test(two, pair_busy, 0, 2);
     tcase_add_test(two, pair_oob_failure);

@@ -51,6 +51,48 @@ START_TEST(refuses_unknown_major)
 }
 END_TEST
 
+/* The bounds of the versions accepted: the major must be this cohort's exactly (one below or one
+ * above is refused, whatever the minor), and any minor of it is accepted, from 0 (with the 1.0
+ * struct size) to 0xffff. The only wrong-major plugin used to say 99, which a loader accepting
+ * MAJOR + 1 passed as well. */
+START_TEST(refuses_major_minus_one)
+{
+    char abi[32], supported[32];
+    snprintf(abi, sizeof abi, "ABI %d.65535", COHORT_PLUGIN_ABI_MAJOR - 1);
+    snprintf(supported, sizeof supported, "supports ABI %d.x", COHORT_PLUGIN_ABI_MAJOR);
+    expect_refused("abiprev", COHORT_ERR_PLUGIN, (const char *[]){ abi, supported, NULL });
+}
+END_TEST
+
+START_TEST(refuses_major_plus_one)
+{
+    char abi[32], supported[32];
+    snprintf(abi, sizeof abi, "ABI %d.0", COHORT_PLUGIN_ABI_MAJOR + 1);
+    snprintf(supported, sizeof supported, "supports ABI %d.x", COHORT_PLUGIN_ABI_MAJOR);
+    expect_refused("abinext", COHORT_ERR_PLUGIN, (const char *[]){ abi, supported, NULL });
+}
+END_TEST
+
+START_TEST(accepts_every_minor_of_the_major)
+{
+    static const struct { const char *name; unsigned minor; size_t size; } ok[] = {
+        { "abimin", 0, COHORT_TRANSPORT_V1_MIN_SIZE },
+        { "abimax", 0xffff, sizeof(cohort_transport_v1_t) },
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        cohort_plugin_t *p = NULL;
+        ck_assert_msg(cohort_plugin_open(plugin(ok[i].name), &p) == COHORT_SUCCESS, "%s: %s",
+                      ok[i].name, cohort_last_error());
+        ck_assert_ptr_nonnull(p);
+        ck_assert_str_eq(p->name, ok[i].name);
+        ck_assert_uint_eq(p->ops->abi_version >> 16, COHORT_PLUGIN_ABI_MAJOR);
+        ck_assert_uint_eq(p->ops->abi_version & 0xffff, ok[i].minor);
+        ck_assert_uint_eq(p->ops->size, ok[i].size);
+        cohort_plugin_close(p);
+    }
+}
+END_TEST
+
 START_TEST(refuses_missing_symbol)
 {
     expect_refused("nosym", COHORT_ERR_PLUGIN, (const char *[]){ COHORT_PLUGIN_SYMBOL, NULL });
@@ -271,9 +313,14 @@ START_TEST(no_filter_loads_the_good_one)
     for (int i = 0; i < count; i++)
         ck_assert_msg(strcmp(list[i]->name, "badabi") && strcmp(list[i]->name, "nosym") &&
                       strcmp(list[i]->name, "small") && strcmp(list[i]->name, "nullfn") &&
-                      strcmp(list[i]->name, "misname") && strcmp(list[i]->name, "unavail"),
+                      strcmp(list[i]->name, "misname") && strcmp(list[i]->name, "unavail") &&
+                      strcmp(list[i]->name, "abiprev") && strcmp(list[i]->name, "abinext"),
                       "broken plugin %s was loaded", list[i]->name);
     expect_report("future", 1, (const char *[]){ "1.7-test", NULL });
+    expect_report("abimin", 1, (const char *[]){ "abi-test", NULL });
+    expect_report("abimax", 1, (const char *[]){ "abi-test", NULL });
+    expect_report("abiprev", 0, (const char *[]){ "refused", NULL });
+    expect_report("abinext", 0, (const char *[]){ "refused", NULL });
     expect_report("unavail", 0, (const char *[]){ "no such device", NULL });
     expect_report("badabi", 0, (const char *[]){ "ABI 99", NULL });
     expect_report("misname", 0, (const char *[]){ "othername", NULL });
@@ -295,6 +342,9 @@ static Suite *loader_suite(void)
     Suite *s = suite_create("plugin_loader");
     TCase *one = tcase_create("open");
     tcase_add_test(one, refuses_unknown_major);
+    tcase_add_test(one, refuses_major_minus_one);
+    tcase_add_test(one, refuses_major_plus_one);
+    tcase_add_test(one, accepts_every_minor_of_the_major);
     tcase_add_test(one, refuses_missing_symbol);
     tcase_add_test(one, refuses_small_struct);
     tcase_add_test(one, refuses_null_function);

@@ -8,13 +8,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/config.h"
 #include "core/log.h"
 #include "core/parse.h"
 #include "tests/unit/expect.h"
+#include "transports/verbs/vb_hca.h"
 
 /* The call fails with COHORT_ERR_INVALID_ARG and the message contains each needle. */
 #define EXPECT_ERR(call, ...) EXPECT_STATUS(call, COHORT_ERR_INVALID_ARG, __VA_ARGS__)
@@ -79,6 +82,14 @@ START_TEST(double_ok)
     ck_assert(v == -2.5);
     EXPECT_OK(cohort_parse_double("T", "300", 0.1, 1e7, &v));
     ck_assert(v == 300.0);
+    EXPECT_OK(cohort_parse_double("T", ".5", 0, 1, &v));
+    ck_assert(v == 0.5);
+    EXPECT_OK(cohort_parse_double("T", "5.", 0, 9, &v));
+    ck_assert(v == 5.0);
+    EXPECT_OK(cohort_parse_double("T", "+2E-1", 0, 9, &v));
+    ck_assert(v == 0.2);
+    EXPECT_OK(cohort_parse_double("T", "007", 0, 9, &v));   /* decimal, as the integers */
+    ck_assert(v == 7.0);
 }
 END_TEST
 
@@ -95,6 +106,16 @@ START_TEST(double_errors)
     EXPECT_ERR(cohort_parse_double("T", "1e999", 0, 1e300, &v), "'1e999'", "out of range");
     EXPECT_ERR(cohort_parse_double("T", "5", 0, 1, &v), "'5'", "out of range");
     EXPECT_ERR(cohort_parse_double("T", "0.05", 0.1, 1e7, &v), "'0.05'");
+    /* one number grammar: decimal only, as the whole numbers (which refuse 0x10) */
+    static const char *const not_decimal[] = { "0x10", "0X1P3", "0x1p3", "infinity", "-inf",
+                                               "-nan", "NAN(1)", "1e", "1e+", ".", "+", "-",
+                                               "1.5.2", "1e5x", "e5", "1 e5", "--1", "1,5" };
+    for (size_t i = 0; i < sizeof not_decimal / sizeof not_decimal[0]; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "'%s'", not_decimal[i]);
+        EXPECT_ERR(cohort_parse_double("COHORT_TIMEOUT", not_decimal[i], -1e300, 1e300, &v),
+                   "COHORT_TIMEOUT", want, "is not a number");
+    }
     ck_assert(v == 7);
 }
 END_TEST
@@ -428,10 +449,10 @@ START_TEST(hostfile_from_file)
     EXPECT_ERR(cohort_hostfile_parse(path, &h, &n), path, "NUL");
 
     unlink(path);
-    EXPECT_ERR(cohort_hostfile_parse(path, &h, &n), path, "cannot open");
-    /* A directory: fopen may succeed, then reading fails (a system error on Linux). */
-    ck_assert_int_lt(cohort_hostfile_parse("/", &h, &n), 0);
-    ck_assert_ptr_nonnull(strstr(cohort_last_error(), "hostfile '/'"));
+    EXPECT_ERR(cohort_hostfile_parse(path, &h, &n), path, "cannot be opened");
+    /* not a regular file: refused before a byte is read (/dev/zero once grew to the cap) */
+    EXPECT_ERR(cohort_hostfile_parse("/", &h, &n), "hostfile '/'", "a directory");
+    EXPECT_ERR(cohort_hostfile_parse("/dev/zero", &h, &n), "'/dev/zero'", "character device");
     EXPECT_ERR(cohort_hostfile_parse(NULL, &h, &n), "no path");
     ck_assert_ptr_null(h);
 }
@@ -523,6 +544,12 @@ START_TEST(algo_grammar)
     EXPECT_OK(cohort_algo_spec_parse("A", "reduce:tree;allgather:ring;alltoall:pairwise", &s));
     ck_assert_int_eq(s.count, 3);
 
+    /* words are case-insensitive, read in lower case */
+    EXPECT_OK(cohort_algo_spec_parse("A", "AllReduce:Ring;BROADCAST:tree", &s));
+    ck_assert_str_eq(cohort_algo_spec_get(&s, "allreduce"), "ring");
+    ck_assert_str_eq(cohort_algo_spec_get(&s, "broadcast"), "tree");
+    EXPECT_ERR(cohort_algo_spec_parse("A", "allreduce:ring;ALLREDUCE:tree", &s), "twice");
+
     EXPECT_OK(cohort_algo_spec_parse("A", "", &s));       /* no choices */
     ck_assert_int_eq(s.count, 0);
     EXPECT_OK(cohort_algo_spec_parse("A", "  ", &s));
@@ -544,8 +571,7 @@ START_TEST(algo_errors)
     EXPECT_ERR(cohort_algo_spec_parse("A", "allreduce:ring;", &s), "empty entry");
     EXPECT_ERR(cohort_algo_spec_parse("A", "allreduc:ring", &s), "'allreduc:ring'",
                "unknown collective");
-    EXPECT_ERR(cohort_algo_spec_parse("A", "AllReduce:ring", &s), "'AllReduce:ring'");
-    EXPECT_ERR(cohort_algo_spec_parse("A", "allreduce:Ring", &s), "'allreduce:Ring'",
+    EXPECT_ERR(cohort_algo_spec_parse("A", "allreduce:Ri-ng", &s), "'allreduce:Ri-ng'",
                "algorithm name");
     EXPECT_ERR(cohort_algo_spec_parse("A", "allreduce:ring:x", &s), "'allreduce:ring:x'");
     EXPECT_ERR(cohort_algo_spec_parse("A", "allreduce:ri ng", &s), "'allreduce:ri ng'");
@@ -578,6 +604,13 @@ START_TEST(transports_grammar)
     ck_assert_str_eq(l.names[0], "nccl");
     EXPECT_OK(cohort_transport_list_parse("T", " tcp , my_net2 ", &l));
     ck_assert_str_eq(l.names[1], "my_net2");
+    /* words are case-insensitive, read in lower case */
+    EXPECT_OK(cohort_transport_list_parse("T", "SHM,Tcp", &l));
+    ck_assert_str_eq(l.names[0], "shm");
+    ck_assert_str_eq(l.names[1], "tcp");
+    EXPECT_OK(cohort_transport_list_parse("T", "^VERBS", &l));
+    ck_assert_int_eq(l.exclude, 1);
+    ck_assert_str_eq(l.names[0], "verbs");
 }
 END_TEST
 
@@ -591,7 +624,9 @@ START_TEST(transports_errors)
     EXPECT_ERR(cohort_transport_list_parse("T", "shm,,tcp", &l), "'shm,,tcp'", "empty entry");
     EXPECT_ERR(cohort_transport_list_parse("T", "shm,", &l), "'shm,'", "empty entry");
     EXPECT_ERR(cohort_transport_list_parse("T", ",shm", &l), "empty entry");
-    EXPECT_ERR(cohort_transport_list_parse("T", "Shm", &l), "'Shm'", "transport name");
+    EXPECT_ERR(cohort_transport_list_parse("T", "Sh.m", &l), "'Sh.m'", "transport name");
+    EXPECT_ERR(cohort_transport_list_parse("T", "shm,SHM", &l), "'SHM'", "twice");
+    EXPECT_ERR(cohort_transport_list_parse("T", ",,,", &l), "empty entry");
     EXPECT_ERR(cohort_transport_list_parse("T", "sh-m", &l), "'sh-m'");
     EXPECT_ERR(cohort_transport_list_parse("T", "shm tcp", &l), "'shm tcp'");
     EXPECT_ERR(cohort_transport_list_parse("T", "shm,^tcp", &l), "'^tcp'");
@@ -647,6 +682,12 @@ START_TEST(config_table)
             ck_assert_msg(st == COHORT_ERR_INVALID_ARG && strstr(cohort_last_error(), t[i].name) &&
                           strstr(cohort_last_error(), "#junk#"), "%s: %d '%s'", t[i].name,
                           (int)st, cohort_last_error());
+        /* set but empty (or blank) is refused by every setting, naming it */
+        setenv(t[i].name, i % 2 ? "" : "  ", 1);
+        st = cohort_config_check();
+        ck_assert_msg(st == COHORT_ERR_INVALID_ARG && strstr(cohort_last_error(), t[i].name) &&
+                      strstr(cohort_last_error(), "is set but empty"), "%s='': %d '%s'",
+                      t[i].name, (int)st, cohort_last_error());
         unsetenv(t[i].name);
     }
     ck_assert_ptr_null(cohort_setting_find("COHORT_NOSUCH"));
@@ -676,15 +717,39 @@ START_TEST(config_numbers)
         { "COHORT_HIERARCHICAL", "yes", 0 }, { "COHORT_UCX_ZCOPY", "1", 1 },
         { "COHORT_UCX_ZCOPY", "auto", 1 }, { "COHORT_UCX_ZCOPY", "yes", 0 }, { "COHORT_DEBUG_SUBSYS", "^init,net", 1 },
         { "COHORT_DEBUG_SUBSYS", "all", 1 }, { "COHORT_DEBUG_SUBSYS", "init,", 0 },
-        { "COHORT_DEBUG_SUBSYS", "in it", 0 }, { "COHORT_ALGO", "", 1 },
+        { "COHORT_DEBUG_SUBSYS", "in it", 0 }, { "COHORT_ALGO", "", 0 },
         { "COHORT_ALGO", "allreduce:ring;broadcast:tree", 1 }, { "COHORT_ALGO", "barrier:shm", 1 },
-        { "COHORT_ALGO", "allreduce:tree", 0 }, { "COHORT_TRANSPORTS", "^nosuch", 1 },
-        { "COHORT_TRANSPORTS", "nosuch", 0 }, { "COHORT_PLUGIN_PATH", "/tmp::/", 1 },
+        { "COHORT_ALGO", "allreduce:tree", 0 }, { "COHORT_TRANSPORTS", "^nosuch", 0 },
+        { "COHORT_TRANSPORTS", "nosuch", 0 }, { "COHORT_PLUGIN_PATH", "/tmp::/", 0 },
         { "COHORT_PLUGIN_PATH", "/tmp:/etc/passwd", 0 }, { "COHORT_RENDEZVOUS", "tcp://[::1]:5", 1 },
         { "COHORT_RENDEZVOUS", "tcp://host", 0 }, { "COHORT_RENDEZVOUS", "file:///tmp", 1 },
         { "COHORT_SOCKET_IFNAME", "lo", 1 }, { "COHORT_SOCKET_IFNAME", "^=nosuchif0", 1 },
         { "COHORT_SOCKET_IFNAME", "127.0.0.0/8", 1 }, { "COHORT_SOCKET_IFNAME", "192.0.2.77/32", 0 },
-        { "COHORT_HOSTID", "", 1 },
+        { "COHORT_HOSTID", "", 0 },
+        /* one grammar (docs/reliability.md): decimal numbers, words in any case, no empty
+         * entries or values, known subsystems, settings of absent plugins checked too */
+        { "COHORT_TIMEOUT", "0x10", 0 }, { "COHORT_TIMEOUT", "16", 1 },
+        { "COHORT_STALL_WARN", "0x1p3", 0 }, { "COHORT_STALL_WARN", "8", 1 },
+        { "COHORT_STALL_WARN", "inf", 0 }, { "COHORT_SPIN", "0x10", 0 },
+        { "COHORT_PLUGIN_PATH", ":::", 0 }, { "COHORT_PLUGIN_PATH", "/tmp:", 0 },
+        { "COHORT_PLUGIN_PATH", ":/tmp", 0 }, { "COHORT_PLUGIN_PATH", "/tmp:/", 1 },
+        { "COHORT_TRANSPORTS", ",,,", 0 }, { "COHORT_TRANSPORTS", "SHM", 1 },
+        { "COHORT_TRANSPORTS", "Shm,TCP", 1 }, { "COHORT_TRANSPORTS", "^VERBS", 1 },
+        { "COHORT_TRANSPORTS", "^verb", 0 }, { "COHORT_TRANSPORTS", "^ucx,verbs", 1 },
+        { "COHORT_DEBUG", "Info", 1 }, { "COHORT_DEBUG", " warn ", 1 },
+        { "COHORT_DEBUG", "abc", 0 }, { "COHORT_HIERARCHICAL", "AUTO", 1 },
+        { "COHORT_HIERARCHICAL", "2", 0 }, { "COHORT_UCX_ZCOPY", "Auto", 1 },
+        { "COHORT_DEBUG_SUBSYS", "nett", 0 }, { "COHORT_DEBUG_SUBSYS", "INIT,Net", 1 },
+        { "COHORT_DEBUG_SUBSYS", "^init,nett", 0 }, { "COHORT_DEBUG_SUBSYS", "shm", 1 },
+        { "COHORT_DEBUG_SUBSYS", "tcp,stall,jobctl,mem", 1 }, { "COHORT_DEBUG_SUBSYS", "ALL", 1 },
+        { "COHORT_DEBUG_SUBSYS", " ^init , net ", 1 }, { "COHORT_DEBUG_SUBSYS", "in it", 0 },
+        { "COHORT_DEBUG_SUBSYS", "all,init", 0 }, { "COHORT_DEBUG_SUBSYS", "^", 0 },
+        { "COHORT_ALGO", "AllReduce:Ring", 1 }, { "COHORT_ALGO", "allreduce:ring;;", 0 },
+        { "COHORT_IB_HCA", "=", 0 }, { "COHORT_IB_HCA", "^", 0 }, { "COHORT_IB_HCA", ",,", 0 },
+        { "COHORT_IB_HCA", "^=", 0 }, { "COHORT_IB_HCA", "mlx5_0:0", 0 },
+        { "COHORT_IB_HCA", "mlx5_0:1,mlx5_1", 1 }, { "COHORT_IB_HCA", "^=mlx5_1", 1 },
+        { "COHORT_IB_HCA", "mlx5_0,", 0 }, { "COHORT_IB_HCA", "mlx5 0", 0 },
+        { "COHORT_SOCKET_IFNAME", "lo,,", 0 }, { "COHORT_SOCKET_IFNAME", " ", 0 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         setenv(cases[i].var, cases[i].value, 1);
@@ -762,6 +827,155 @@ START_TEST(config_file)
 }
 END_TEST
 
+/* Readers get one spelling of a word, whatever the case it was set in; checks and messages
+ * see the text as set. */
+START_TEST(config_words_read_canonical)
+{
+    setenv("COHORT_CONF", "/dev/null", 1);
+    cohort_config_reset();
+    static const struct { const char *var, *set, *read; } cases[] = {
+        { "COHORT_DEBUG", "Info", "INFO" }, { "COHORT_DEBUG", " trace ", "TRACE" },
+        { "COHORT_DEBUG", "WARN", "WARN" }, { "COHORT_HIERARCHICAL", "AUTO", "auto" },
+        { "COHORT_UCX_ZCOPY", "Auto", "auto" }, { "COHORT_TRANSPORTS", "^SHM,Tcp", "^shm,tcp" },
+        { "COHORT_ALGO", "AllReduce:Ring", "allreduce:ring" },
+        { "COHORT_DEBUG_SUBSYS", "INIT,net", "init,net" },
+        { "COHORT_DEBUG_SUBSYS", " ^ init , net ", "^init,net" },
+        { "COHORT_TRANSPORTS", "shm, tcp", "shm,tcp" },
+        { "COHORT_ALGO", " allreduce : ring ; broadcast:tree", "allreduce:ring;broadcast:tree" },
+        { "COHORT_SOCKET_IFNAME", "ETH0", "ETH0" },     /* the system's names: exact */
+        { "COHORT_HOSTID", "Node-A", "Node-A" }, { "COHORT_DEBUG", "Loud", "Loud" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setenv(cases[i].var, cases[i].set, 1);
+        const char *got = cohort_config_get(cases[i].var);
+        ck_assert_msg(got && !strcmp(got, cases[i].read), "%s='%s' reads '%s', want '%s'",
+                      cases[i].var, cases[i].set, got ? got : "(null)", cases[i].read);
+        ck_assert_str_eq(cohort_config_value(cases[i].var), cases[i].set);
+        ck_assert_ptr_eq(cohort_config_get(cases[i].var), got);   /* stable */
+        unsetenv(cases[i].var);
+    }
+    /* a bad word is quoted as set */
+    setenv("COHORT_TRANSPORTS", "SHM,NoSuch", 1);
+    EXPECT_ERR(cohort_config_check(), "COHORT_TRANSPORTS", "nosuch");
+    setenv("COHORT_DEBUG_SUBSYS", "Init,Nett", 1);
+    unsetenv("COHORT_TRANSPORTS");
+    EXPECT_ERR(cohort_config_check(), "COHORT_DEBUG_SUBSYS='Init,Nett'", "'Nett'");
+    unsetenv("COHORT_DEBUG_SUBSYS");
+}
+END_TEST
+
+/* COHORT_IB_HCA's check in the core accepts exactly what the verbs transport's parser does, so
+ * a value that passes at communicator creation never fails later in the plugin, and a bad one
+ * fails even where verbs is absent. */
+START_TEST(hca_check_agrees_with_verbs)
+{
+    static const char *const cases[] = {
+        "mlx5_0", "mlx5_0:1", "mlx5_0:1,mlx5_1", "=mlx5_0", "^mlx5_1", "^=mlx5_1", " mlx5 ",
+        " ^ mlx5_0 , mlx5_1:2 ", "rxe0:255", "rxe0:256", "rxe0:0", "rxe0:", "rxe0:01",
+        "rxe0:1234", "rxe0:x", ":1", "=", "^", "^=", "=^x", ",,", ",", "a,", ",a", "a,,b",
+        "mlx5 0", "mlx5\t0", "mlx5/0", "MLX5_0", "a.b-c_d", "=a,=b", "a:1:2", "a b",
+        "x123456789x123456789x123456789x123456789x123456789x123456789x12",
+        "x123456789x123456789x123456789x123456789x123456789x123456789x123",
+        "a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p", "a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q", "^=", "^^a",
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        vb_hca_spec_t spec;
+        char err[256];
+        int verbs_ok = vb_hca_parse(cases[i], &spec, err, sizeof err) == 0;
+        cohort_status_t st = cohort_hca_spec_check("COHORT_IB_HCA", cases[i]);
+        ck_assert_msg((st == COHORT_SUCCESS) == verbs_ok, "'%s': core %s (%s), verbs %s (%s)",
+                      cases[i], st ? "refuses" : "accepts", st ? cohort_last_error() : "",
+                      verbs_ok ? "accepts" : "refuses", verbs_ok ? "" : err);
+        if (st)
+            ck_assert_msg(strstr(cohort_last_error(), "COHORT_IB_HCA"), "'%s': %s", cases[i],
+                          cohort_last_error());
+    }
+}
+END_TEST
+
+/* Every file cohort reads whole: a regular file under its cap, or refused at once. */
+START_TEST(file_read_caps)
+{
+    char *text = (char *)1, why[160];
+    size_t len = 99;
+    ck_assert_int_eq(cohort_file_read("/dev/null", 16, &text, &len, why, sizeof why), 0);
+    ck_assert_uint_eq(len, 0);
+    ck_assert_str_eq(text, "");
+    free(text);
+    ck_assert_int_eq(cohort_file_read("/dev/zero", 16, &text, &len, why, sizeof why), EINVAL);
+    ck_assert_ptr_null(text);
+    ck_assert_msg(strstr(why, "character device"), "%s", why);
+    ck_assert_int_eq(cohort_file_read("/", 16, &text, &len, why, sizeof why), EINVAL);
+    ck_assert_msg(strstr(why, "a directory"), "%s", why);
+    ck_assert_int_eq(cohort_file_read("/nonexistent/x", 16, &text, &len, why, sizeof why),
+                     ENOENT);
+    char dir[] = "/tmp/cohort_test_files_XXXXXX", path[96];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);          /* no writer: must not block */
+    ck_assert_int_eq(cohort_file_read(path, 16, &text, &len, why, sizeof why), EINVAL);
+    ck_assert_msg(strstr(why, "a pipe"), "%s", why);
+    ck_assert_int_eq(cohort_file_check(path, 16, why, sizeof why), EINVAL);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/f", dir);
+    write_file(path, "0123456789abcdef");             /* exactly the cap */
+    ck_assert_int_eq(cohort_file_read(path, 16, &text, &len, why, sizeof why), 0);
+    ck_assert_uint_eq(len, 16);
+    ck_assert_str_eq(text, "0123456789abcdef");
+    free(text);
+    ck_assert_int_eq(cohort_file_read(path, 15, &text, &len, why, sizeof why), EFBIG);
+    ck_assert_msg(strstr(why, "16 bytes") && strstr(why, "15"), "%s", why);
+    ck_assert_int_eq(cohort_file_check(path, 15, why, sizeof why), EFBIG);
+    ck_assert_int_eq(cohort_file_check(path, 16, why, sizeof why), 0);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fwrite("a\0b", 1, 3, f);
+    fclose(f);
+    ck_assert_int_eq(cohort_file_read(path, 16, &text, &len, why, sizeof why), EILSEQ);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+/* COHORT_CONF naming something that is not a settings file fails at once, naming it: /dev/zero
+ * and a FIFO once made every rank (and cohort-info) spin or block forever. */
+START_TEST(config_file_capped)
+{
+    char dir[] = "/tmp/cohort_test_conf_XXXXXX", path[96];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    static const struct { const char *path, *needle; } bad[] = {
+        { "/dev/zero", "is a character device, not a regular file" },
+        { "/", "is a directory" },
+        { "", "COHORT_CONF='' is set but empty" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("COHORT_CONF", bad[i].path, 1);
+        cohort_config_reset();
+        EXPECT_ERR(cohort_config_check(), "COHORT_CONF", bad[i].needle);
+    }
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    setenv("COHORT_CONF", path, 1);
+    cohort_config_reset();
+    EXPECT_ERR(cohort_config_check(), "COHORT_CONF", path, "a pipe");
+    unlink(path);
+    /* over 1 MiB: comment lines, so only the size is wrong */
+    snprintf(path, sizeof path, "%s/big.conf", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i < 20000; i++) fputs("# a comment line of some sixty characters, again and again\n", f);
+    fclose(f);
+    setenv("COHORT_CONF", path, 1);
+    cohort_config_reset();
+    EXPECT_ERR(cohort_config_check(), "COHORT_CONF", path, "more than the 1048576");
+    unlink(path);
+    rmdir(dir);
+    setenv("COHORT_CONF", "/dev/null", 1);
+    cohort_config_reset();
+    EXPECT_OK(cohort_config_check());
+}
+END_TEST
+
 /* COHORT_CONF naming a missing file, with the logger not yet started: the logger reads its own
  * settings through the file's lock, which the file's problems were once logged under (a hang). */
 START_TEST(config_file_problem_does_not_hang)
@@ -819,6 +1033,10 @@ static Suite *parse_suite(void)
     tcase_add_test(conf, config_numbers);
     tcase_add_test(conf, config_file);
     tcase_add_test(conf, config_file_problem_does_not_hang);
+    tcase_add_test(conf, config_words_read_canonical);
+    tcase_add_test(conf, hca_check_agrees_with_verbs);
+    tcase_add_test(conf, file_read_caps);
+    tcase_add_test(conf, config_file_capped);
     suite_add_tcase(s, conf);
     return s;
 }
