@@ -114,11 +114,12 @@ typedef struct {
     int same_buffer;              /* --same-buffer: every call at the start of the buffers */
     int cohort_mem;               /* --mem cohort: buffers from cohort_mem_alloc */
     int touch;                    /* --touch: write sendbuf, read recvbuf before each timed call */
+    int fresh;                    /* --fresh: each timed call on buffers allocated just for it */
 } opts_t;
 
 enum {
     OPT_CHECK = 256, OPT_TRANSPORT, OPT_ALGO, OPT_JSON, OPT_CSV, OPT_LABEL, OPT_SVG, OPT_FROM,
-    OPT_LABELS, OPT_TITLE, OPT_YLOG, OPT_SAME, OPT_MEM, OPT_TOUCH
+    OPT_LABELS, OPT_TITLE, OPT_YLOG, OPT_SAME, OPT_MEM, OPT_TOUCH, OPT_FRESH
 };
 
 static void usage(FILE *f, const char *prog)
@@ -154,6 +155,10 @@ static void usage(FILE *f, const char *prog)
         "                           send buffer and load every line of the receive buffer (a\n"
         "                           producer and a consumer: data must move between cores;\n"
         "                           the time includes them)\n"
+        "      --fresh              each warm-up and timed call on buffers allocated just before\n"
+        "                           it (malloc, or cohort_mem_alloc with --mem cohort) and freed\n"
+        "                           after, as a framework's allocator hands out tensors: what\n"
+        "                           registering memory costs; the time is the calls' alone\n"
         "      --svg FILE --from J1,J2,...  [--labels L1,L2,...] [--title T] [--ylog]\n"
         "                           no communication: plot busbw against size from JSON files\n"
         "                           of earlier runs, one polyline per file, as a standalone SVG\n"
@@ -240,6 +245,7 @@ static int parse_options(int argc, char **argv, opts_t *o)
         { "same-buffer", no_argument, 0, OPT_SAME },
         { "mem", required_argument, 0, OPT_MEM },
         { "touch", no_argument, 0, OPT_TOUCH },
+        { "fresh", no_argument, 0, OPT_FRESH },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -399,6 +405,7 @@ static int parse_options(int argc, char **argv, opts_t *o)
         case OPT_LABEL: o->label = optarg; break;
         case OPT_SAME: o->same_buffer = 1; break;
         case OPT_TOUCH: o->touch = 1; break;
+        case OPT_FRESH: o->fresh = 1; break;
         case OPT_MEM:
             if (!strcasecmp(optarg, "cohort") || !strcasecmp(optarg, "malloc")) {
                 o->cohort_mem = !strcasecmp(optarg, "cohort");
@@ -867,6 +874,65 @@ static void touch(bench_t *b, size_t off, size_t total, int inplace)
     (void)sink;
 }
 
+/* --fresh: buffers of len bytes for one call, put in place of the run's (saved in keep), as a
+ * framework's allocator hands out tensors: malloc'd (or from cohort_mem_alloc), written once
+ * (zeros: a tensor's pages are touched before it is communicated). 0, or -1 without memory. */
+static int fresh_get(bench_t *b, size_t len, char **keep)
+{
+    void *s = NULL, *r = NULL;
+    if (len == 0) len = 1;
+    if (b->o.cohort_mem) {
+        if (cohort_mem_alloc(len, &s) || cohort_mem_alloc(len, &r)) {
+            cohort_mem_free(s);
+            return -1;
+        }
+    } else if (!(s = malloc(len)) || !(r = malloc(len))) {
+        free(s);
+        return -1;
+    }
+    memset(s, 0, len);
+    memset(r, 0, len);
+    keep[0] = b->sendbuf;
+    keep[1] = b->recvbuf;
+    b->sendbuf = s;
+    b->recvbuf = r;
+    return 0;
+}
+
+static void fresh_put(bench_t *b, char **keep)
+{
+    if (b->o.cohort_mem) {
+        cohort_mem_free(b->sendbuf);
+        cohort_mem_free(b->recvbuf);
+    } else {
+        free(b->sendbuf);
+        free(b->recvbuf);
+    }
+    b->sendbuf = keep[0];
+    b->recvbuf = keep[1];
+}
+
+/* One warm-up or timed call; with --fresh on buffers of its own, and *us its time (0 otherwise:
+ * two clock reads per call would weigh on the smallest calls, which the loop times whole). */
+static cohort_status_t one_call(bench_t *b, const geom_t *g, cohort_dtype_t dt, cohort_op_t op,
+                                int inplace, size_t off, double *us)
+{
+    char *keep[2] = { NULL, NULL };
+    int fresh = b->o.fresh && b->o.coll != C_BARRIER;
+    if (fresh && fresh_get(b, g->bytes, keep)) {
+        fprintf(stderr, "cohort-bench: rank %d: no memory for --fresh buffers of %zu bytes\n",
+                b->rank, g->bytes);
+        return COHORT_ERR_NO_MEMORY;
+    }
+    if (fresh) off = 0;
+    if (b->o.touch && b->o.coll != C_BARRIER) touch(b, off, g->bytes, inplace);
+    double t = fresh ? now_us() : 0;
+    cohort_status_t st = run_coll(b, g, dt, op, inplace, off);
+    *us = fresh ? now_us() - t : 0;
+    if (fresh) fresh_put(b, keep);
+    return st;
+}
+
 /* Check (one call), warm up, time. Returns 0, or -1 after a failed call (reported). */
 static int run_placement(bench_t *b, const geom_t *g, cohort_dtype_t dt, cohort_op_t op,
                          int inplace, unsigned seed, meas_t *m, char *algo, size_t algolen)
@@ -898,8 +964,9 @@ static int run_placement(bench_t *b, const geom_t *g, cohort_dtype_t dt, cohort_
         memset(b->recvbuf, 0, steps * total);
 
     /* Like nccl-tests, move through the buffer from one iteration to the next. */
+    double us;
     for (int it = 0; it < b->o.warmup; it++) {
-        st = run_coll(b, g, dt, op, inplace, total * ((size_t)it % steps));
+        st = one_call(b, g, dt, op, inplace, total * ((size_t)it % steps), &us);
         if (st != COHORT_SUCCESS) {
             call_failed(b, "warm-up", g, dt, op, inplace, st);
             return -1;
@@ -911,24 +978,26 @@ static int run_placement(bench_t *b, const geom_t *g, cohort_dtype_t dt, cohort_
         return -1;
     }
     int iters = b->o.iters, it = 0;
-    double t0 = now_us(), tstart = t0;
+    /* The loop's time, or with --fresh the calls' own (not the allocations around them). */
+    double t0 = now_us(), calls = 0;
     for (int rep = 0; rep < b->nreps; rep++) {
         int end = (int)((long long)iters * (rep + 1) / b->nreps);
         int n_in_rep = end - it;
+        double in_rep = 0;
         for (; it < end; it++) {
-            if (b->o.touch && coll != C_BARRIER)
-                touch(b, total * ((size_t)it % steps), total, inplace);
-            st = run_coll(b, g, dt, op, inplace, total * ((size_t)it % steps));
+            st = one_call(b, g, dt, op, inplace, total * ((size_t)it % steps), &us);
             if (st != COHORT_SUCCESS) {
                 call_failed(b, "timed call", g, dt, op, inplace, st);
                 return -1;
             }
+            in_rep += us;
         }
-        double t1 = now_us();
-        m->rep_us[rep] = n_in_rep > 0 ? (t1 - t0) / n_in_rep : 0;
+        double t1 = now_us(), took = b->o.fresh && coll != C_BARRIER ? in_rep : t1 - t0;
+        m->rep_us[rep] = n_in_rep > 0 ? took / n_in_rep : 0;
+        calls += took;
         t0 = t1;
     }
-    m->t_us = (t0 - tstart) / iters;
+    m->t_us = calls / iters;
     if (algo) {
         const char *a = cohort_comm_last_algo(b->comm);
         snprintf(algo, algolen, "%s", a && *a ? a : "?");

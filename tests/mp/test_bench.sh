@@ -19,6 +19,13 @@ run_case "bench np=2 allreduce with --touch, both memories, checked" sh -c '
     "$0" -np 2 "$1" -c allreduce -b 64K -e 1M -f 4 -n 5 -w 1 --touch --same-buffer &&
     "$0" -np 2 "$1" -c allreduce -b 64K -e 1M -f 4 -n 5 -w 1 --touch --mem cohort' \
     "$COHORTRUN" "$BENCH"
+run_case "bench --fresh (buffers allocated per call), both memories, every collective" sh -c '
+    for c in allreduce broadcast reduce allgather reduce_scatter alltoall; do
+        "$0" -np 3 "$1" -c $c -b 4 -e 1M -f 64 -n 4 -w 1 --fresh | grep -qE "^ +10485[0-9]{2} " || exit 1
+    done
+    "$0" -np 3 "$1" -c barrier -n 4 -w 1 --fresh | grep -qE "^ +0 +0 +none" || exit 1
+    "$0" -np 2 "$1" -c allreduce -b 64K -e 1M -f 4 -n 4 -w 1 --fresh --mem cohort --touch' \
+    "$COHORTRUN" "$BENCH"
 run_case "bench --mem with an unknown kind is refused (exit 2)" sh -c '
     "$0" --mem huge >"$1/mem.out" 2>&1; [ $? = 2 ] && grep -q "unknown memory .huge." "$1/mem.out"' \
     "$BENCH" "$tmp"
