@@ -73,6 +73,13 @@ struct cohort_comm {
                                             communicator must not overlap: refused, not raced) */
     cohort_status_t broken;              /* non-zero after a failed collective */
     char broken_msg[512];
+
+    /* The agreement tokens of core/p2p.c: a ring of tok_cap (at most COHORT_P2P_TOKENS),
+     * allocated at the first collective over p2p; tok_count of them from tok_head are not yet
+     * confirmed. */
+    struct cohort_token **tokens;
+    unsigned tok_head, tok_count, tok_cap;
+    uint64_t tok_seq;                    /* the collective whose token was posted last */
 };
 
 /* "allreduce #12 (count 1000, float32, sum, root -1)": the collective in progress, for messages. */
