@@ -349,8 +349,9 @@ static void describe(const token_call_t *c, char *buf, size_t len)
 static void differences(const token_call_t *a, const token_call_t *b, char *buf, size_t len)
 {
     if (a->seq != b->seq) {
-        snprintf(buf, len, "how many collectives they called on this communicator before (a call "
-                 "with count 0 is one too, and it sends nothing)");
+        snprintf(buf, len, "the collective's number (#%llu here, #%llu there: one rank made a "
+                 "call the other did not, or made it with count 0, which sends nothing)",
+                 (unsigned long long)a->seq, (unsigned long long)b->seq);
         return;
     }
     if (a->coll != b->coll) {
