@@ -66,14 +66,19 @@ static cohort_status_t post(cohort_comm_t *comm, int peer, void *buf, size_t len
 
 static cohort_status_t token_begin(cohort_comm_t *comm);
 
-/* Whether the current collective needs a token. Between two ranks every algorithm of the
- * other collectives sends to the other rank and receives from it before it waits, so their
- * first messages already compare the tags both ways; a broadcast's or a reduce's do not (two
- * ranks that each think the other is the broadcast's root both only receive). */
+/* Whether the current collective needs a token: where ranks that disagree can each wait for
+ * a message nobody sends. A broadcast's and a reduce's ranks only send or only receive by their
+ * root (two ranks that each think the other is the broadcast's root both only receive). A
+ * hierarchical allreduce or allgather sends nothing on this communicator, so a rank whose count
+ * picks the flat algorithm waits on the others for nothing. The other algorithms send in their
+ * first step to ranks that receive from them in theirs (between two ranks: each sends to the
+ * other and receives from it before it waits), so their own messages meet posted receives and
+ * their tags tell. */
 static int needs_token(const cohort_comm_t *comm)
 {
-    return comm->nranks > 2 || comm->cur->coll == COHORT_COLL_BROADCAST ||
-           comm->cur->coll == COHORT_COLL_REDUCE;
+    cohort_coll_t c = comm->cur->coll;
+    return c == COHORT_COLL_BROADCAST || c == COHORT_COLL_REDUCE ||
+           (comm->hier_node && (c == COHORT_COLL_ALLREDUCE || c == COHORT_COLL_ALLGATHER));
 }
 
 /* A collective's first post sends its token first (p2p.h). */
@@ -221,6 +226,7 @@ cohort_status_t cohort_p2p_pace(cohort_comm_t *comm, cohort_pace_t *p, int progr
         p->armed = 0;
         cohort_status_t st = atomic_load(&comm->aborted) ? COHORT_SUCCESS
                                                          : cohort_jobctl_check(comm);
+        if (!st && comm->hier_parent) st = cohort_jobctl_check(comm->hier_parent);
         if (st) {
             p->job_failed = 1;
             return st;

@@ -8,11 +8,11 @@
  *
  * Agreement tokens. A tag is only compared when a message meets a posted receive, and ranks
  * that disagree on a root (or on a count that picks another algorithm) can each wait for a
- * receive that nobody sends. So the first isend or irecv of every collective first posts a
- * token: a 32-byte message to the rank after this one in the ring order (cohort_coll_ring)
+ * receive that nobody sends. So the first isend or irecv of a broadcast or a reduce (and of an
+ * allreduce or allgather where a hierarchy may run them; see needs_token in p2p.c) first posts
+ * a token: a 32-byte message to the rank after this one in the ring order (cohort_coll_ring)
  * describing the call (sequence number, collective, count, dtype, op, root), and a receive of
- * the token of the rank before it (between two ranks only a broadcast or a reduce: see
- * needs_token in p2p.c). The ring does not depend on any argument, so when the ranks
+ * the token of the rank before it. The ring does not depend on any argument, so when the ranks
  * disagree, some rank receives a token that differs from its own: COHORT_ERR_MISMATCH naming
  * both calls. No collective waits for its token while it runs (a broadcast's root still
  * returns without waiting for anyone): waits test the open tokens when they go to sleep (so
