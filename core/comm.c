@@ -587,6 +587,7 @@ static void hier_setup(cohort_comm_t *c, char *plan, size_t planlen)
     } else {
         c->hier_node = node;
         c->hier_cross = cross;
+        node->hier_parent = cross->hier_parent = c;
         snprintf(plan, planlen, "hierarchical (%s): node groups over %s, then %s across nodes",
                  c->hier_even ? "every node drives its shards: node reduce-scatter, allreduce "
                                 "of each shard among equal local ranks, node allgather"

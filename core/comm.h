@@ -49,6 +49,10 @@ struct cohort_comm {
     /* Hierarchy (the core/coll hier algorithms): this rank's node and its peers of the same local rank on
      * the other nodes, as communicators of their own; NULL when not hierarchical. */
     struct cohort_comm *hier_node, *hier_cross;
+    /* On those two: the communicator they serve. Its failure, announced by another rank, ends
+     * their waits too (they run inside its collective: a rank that failed it before joining a
+     * node collective would otherwise leave the others there until COHORT_TIMEOUT). */
+    struct cohort_comm *hier_parent;
     int hier_mode;                       /* COHORT_HIER_* */
     int hier_even;                       /* every node has the same number of ranks */
 

@@ -29,6 +29,9 @@
  *               bcast-big     broadcast of 1 Mi floats (a pipelined chain), root = own rank;
  *               sizes         allreduce, rank 0 with 8 floats, the others with 128 Ki (another
  *                             algorithm at np >= 3);
+ *               hier          allreduce, rank 0 with 8 floats, the others with 1 Mi: run over
+ *                             nodes (fakenode.sh), they take the hierarchical algorithm, which
+ *                             sends nothing on the communicator rank 0 waits on;
  *               bcast-last    broadcast, root = own rank, as the job's last call: the broadcast
  *                             returns (a root waits for no one) and cohort_comm_destroy returns
  *                             COHORT_ERR_MISMATCH naming the broadcast and both roots (the
@@ -161,6 +164,10 @@ static void disagree(int rank, const char *what)
     } else if (!strcmp(what, "bcast-big")) {
         coll = "broadcast";
         st = cohort_broadcast(world, buf, big, COHORT_FLOAT32, rank);
+    } else if (!strcmp(what, "hier")) {
+        coll = "allreduce";
+        root = 0;
+        st = cohort_allreduce(world, buf, buf, rank ? big : 8, COHORT_FLOAT32, COHORT_SUM);
     } else if (!strcmp(what, "sizes")) {
         coll = "allreduce";
         root = 0;

@@ -3,7 +3,8 @@
 # handler and during a split returns within 2 s and the other rank hears of it naming the rank;
 # a mismatch names both calls on both ranks; broadcasts whose ranks disagreed on the root fail the
 # next collective; ranks that disagree on a root or a count get a mismatch within seconds, never
-# a timeout, over shm, tcp and ucx, and a broadcast with disagreeing roots as the job's last call
+# a timeout, over shm, tcp and ucx (and where 3 of 4 ranks on 2 nodes take the hierarchical
+# allreduce), and a broadcast with disagreeing roots as the job's last call
 # fails cohort_comm_destroy with a WARN naming both roots; the stall report names the rank that
 # did not join;
 # a rank killed between collectives fails every survivor's next collective naming it; cohortrun
@@ -49,6 +50,10 @@ for tp in $tps; do
             "$COHORTRUN" "$CT" $np $tp "$tmp/last"
     done
 done
+mkdir "$tmp/hier"
+run_case "an allreduce whose count picks the hierarchical algorithm on 3 of 4 ranks (2 nodes): mismatch within 10 s on every rank" \
+    env COHORT_TIMEOUT=60 CTL_SYNC_DIR="$tmp/hier" FAKE_PER=2 "$COHORTRUN" -np 4 \
+    "$top_srcdir/tests/mp/fakenode.sh" "$CT" disagree hier
 run_case "the stall report names the rank that has not joined (COHORT_STALL_WARN=1)" sh -c '
     COHORT_STALL_WARN=1 "$0" -np 3 "$1" stall >"$2/stall" 2>&1 || { cat "$2/stall"; exit 1; }
     grep -A4 "stall report" "$2/stall"
