@@ -83,7 +83,8 @@ struct cohort_comm {
      * confirmed. */
     struct cohort_token **tokens;
     unsigned tok_head, tok_count, tok_cap;
-    uint64_t tok_seq;                    /* the collective whose token was posted last */
+    uint64_t tok_seq;                    /* the last collective whose first post looked at
+                                            tokens (and sent one where it needs one) */
 };
 
 /* "allreduce #12 (count 1000, float32, sum, root -1)": the collective in progress, for messages. */
