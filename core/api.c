@@ -7,6 +7,7 @@
 #include "core/comm.h"
 #include "core/jobctl.h"
 #include "core/log.h"
+#include "core/p2p.h"
 #include "core/reduce.h"
 
 #include <errno.h>
@@ -257,6 +258,7 @@ static cohort_status_t dispatch(cohort_comm_t *comm, cohort_coll_args_t *a)
         comm->last_algo = algo->name;
         st = algo->fn(comm, a);
     }
+    if (!st) st = cohort_p2p_coll_done(comm);
     if (st && st != COHORT_ERR_ABORTED) st = cohort_jobctl_failure(comm, st, comm->fail_peer);
     if (st) {
         comm->broken = st;

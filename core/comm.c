@@ -20,6 +20,9 @@
 #include <unistd.h>
 
 #define SUBSYS "init"
+/* How long cohort_comm_destroy waits for the rank before this one to confirm the last
+ * collectives (core/p2p.h): it is normally there already, or about to be. */
+#define DESTROY_CONFIRM_MS 2000
 #define CARD_MAGIC 0x44524143u   /* "CARD" */
 #define CARD_VERSION 3u
 #define CARD_PLUGINS 8
@@ -584,6 +587,7 @@ static void hier_setup(cohort_comm_t *c, char *plan, size_t planlen)
     } else {
         c->hier_node = node;
         c->hier_cross = cross;
+        node->hier_parent = cross->hier_parent = c;
         snprintf(plan, planlen, "hierarchical (%s): node groups over %s, then %s across nodes",
                  c->hier_even ? "every node drives its shards: node reduce-scatter, allreduce "
                                 "of each shard among equal local ranks, node allgather"
@@ -1071,6 +1075,11 @@ cohort_status_t cohort_comm_destroy(cohort_comm_t *comm)
                             "return at once), then destroy", comm->rank);
     cohort_comm_destroy(comm->hier_node);
     cohort_comm_destroy(comm->hier_cross);
+    /* The last collectives may have returned here before the rank before this one confirmed
+     * that it called the same (a broadcast's root waits for no one): a mismatch found now is
+     * still reported, and told to the job, whose other ranks may be waiting in it. */
+    st = cohort_p2p_token_finish(comm, DESTROY_CONFIRM_MS);
+    if (st) cohort_jobctl_failure(comm, st, -1);
     if (comm->owns_ctl) cohort_jobctl_detach();
     for (int p = 0; comm->peers && p < comm->nranks; p++) {
         cohort_peer_t *peer = &comm->peers[p];
@@ -1088,9 +1097,10 @@ cohort_status_t cohort_comm_destroy(cohort_comm_t *comm)
     free(comm->world_of);
     free(comm->scratch[0]);
     free(comm->scratch[1]);
+    cohort_p2p_token_free(comm);
     comm->magic = COHORT_COMM_DEAD;
     free(comm);
-    return COHORT_SUCCESS;
+    return st;
 }
 
 /* The queries: -1 ("none", NULL) for a handle that is not a live communicator, with

@@ -49,6 +49,10 @@ struct cohort_comm {
     /* Hierarchy (the core/coll hier algorithms): this rank's node and its peers of the same local rank on
      * the other nodes, as communicators of their own; NULL when not hierarchical. */
     struct cohort_comm *hier_node, *hier_cross;
+    /* On those two: the communicator they serve. Its failure, announced by another rank, ends
+     * their waits too (they run inside its collective: a rank that failed it before joining a
+     * node collective would otherwise leave the others there until COHORT_TIMEOUT). */
+    struct cohort_comm *hier_parent;
     int hier_mode;                       /* COHORT_HIER_* */
     int hier_even;                       /* every node has the same number of ranks */
 
@@ -73,6 +77,14 @@ struct cohort_comm {
                                             communicator must not overlap: refused, not raced) */
     cohort_status_t broken;              /* non-zero after a failed collective */
     char broken_msg[512];
+
+    /* The agreement tokens of core/p2p.c: a ring of tok_cap (at most COHORT_P2P_TOKENS),
+     * allocated at the first collective over p2p; tok_count of them from tok_head are not yet
+     * confirmed. */
+    struct cohort_token **tokens;
+    unsigned tok_head, tok_count, tok_cap;
+    uint64_t tok_seq;                    /* the last collective whose first post looked at
+                                            tokens (and sent one where it needs one) */
 };
 
 /* "allreduce #12 (count 1000, float32, sum, root -1)": the collective in progress, for messages. */

@@ -1,5 +1,6 @@
 /* Point-to-point over the communicator's transports, with timeouts, abort and clear errors. */
 #include "core/p2p.h"
+#include "core/coll/coll.h"
 #include "core/comm.h"
 #include "core/jobctl.h"
 #include "core/log.h"
@@ -8,6 +9,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -41,7 +43,7 @@ static const cohort_transport_v1_t *ops_of(cohort_comm_t *comm, int peer)
 }
 
 static cohort_status_t post(cohort_comm_t *comm, int peer, void *buf, size_t len, int is_send,
-                            cohort_preq_t *req)
+                            uint64_t tag, cohort_preq_t *req)
 {
     memset(req, 0, sizeof *req);
     req->peer = peer;
@@ -51,8 +53,8 @@ static cohort_status_t post(cohort_comm_t *comm, int peer, void *buf, size_t len
     if (st) return st;
     const cohort_transport_v1_t *ops = ops_of(comm, peer);
     cohort_tp_conn_t conn = comm->peers[peer].conn;
-    st = is_send ? ops->isend(conn, buf, len, comm->tag, NULL, &req->tp)
-                 : ops->irecv(conn, buf, len, comm->tag, NULL, &req->tp);
+    st = is_send ? ops->isend(conn, buf, len, tag, NULL, &req->tp)
+                 : ops->irecv(conn, buf, len, tag, NULL, &req->tp);
     if (st) {
         req->tp = NULL;
         cohort_error_prefix("rank %d posting a %zu-byte %s rank %d (%s) in %s", comm->rank,
@@ -62,16 +64,48 @@ static cohort_status_t post(cohort_comm_t *comm, int peer, void *buf, size_t len
     return st;
 }
 
+static cohort_status_t token_begin(cohort_comm_t *comm);
+
+/* Whether the current collective needs a token: where ranks that disagree can each wait for
+ * a message nobody sends. A broadcast's and a reduce's ranks only send or only receive by their
+ * root (two ranks that each think the other is the broadcast's root both only receive). A
+ * hierarchical allreduce or allgather sends nothing on this communicator, so a rank whose count
+ * picks the flat algorithm waits on the others for nothing. The other algorithms send in their
+ * first step to ranks that receive from them in theirs (between two ranks: each sends to the
+ * other and receives from it before it waits), so their own messages meet posted receives and
+ * their tags tell. */
+static int needs_token(const cohort_comm_t *comm)
+{
+    cohort_coll_t c = comm->cur->coll;
+    return c == COHORT_COLL_BROADCAST || c == COHORT_COLL_REDUCE ||
+           (comm->hier_node && (c == COHORT_COLL_ALLREDUCE || c == COHORT_COLL_ALLGATHER));
+}
+
+/* A collective's first post sends its token first (p2p.h). */
+static cohort_status_t post_coll(cohort_comm_t *comm, int peer, void *buf, size_t len,
+                                 int is_send, cohort_preq_t *req)
+{
+    if (comm->tok_seq != comm->seq && comm->cur) {
+        comm->tok_seq = comm->seq;
+        cohort_status_t st = needs_token(comm) ? token_begin(comm) : COHORT_SUCCESS;
+        if (st) {
+            memset(req, 0, sizeof *req);
+            return st;
+        }
+    }
+    return post(comm, peer, buf, len, is_send, comm->tag, req);
+}
+
 cohort_status_t cohort_p2p_isend(cohort_comm_t *comm, int peer, const void *buf, size_t len,
                                  cohort_preq_t *req)
 {
-    return post(comm, peer, (void *)(uintptr_t)buf, len, 1, req);
+    return post_coll(comm, peer, (void *)(uintptr_t)buf, len, 1, req);
 }
 
 cohort_status_t cohort_p2p_irecv(cohort_comm_t *comm, int peer, void *buf, size_t len,
                                  cohort_preq_t *req)
 {
-    return post(comm, peer, buf, len, 0, req);
+    return post_coll(comm, peer, buf, len, 0, req);
 }
 
 cohort_status_t cohort_p2p_test(cohort_comm_t *comm, cohort_preq_t *req)
@@ -192,6 +226,7 @@ cohort_status_t cohort_p2p_pace(cohort_comm_t *comm, cohort_pace_t *p, int progr
         p->armed = 0;
         cohort_status_t st = atomic_load(&comm->aborted) ? COHORT_SUCCESS
                                                          : cohort_jobctl_check(comm);
+        if (!st && comm->hier_parent) st = cohort_jobctl_check(comm->hier_parent);
         if (st) {
             p->job_failed = 1;
             return st;
@@ -207,6 +242,425 @@ cohort_status_t cohort_p2p_pace(cohort_comm_t *comm, cohort_pace_t *p, int progr
     return COHORT_SUCCESS;
 }
 
+/* ---- Agreement tokens (p2p.h) ---- */
+
+/* A token's tag has sequence part 0, which no collective's tag has (the first is #1): a token
+ * that meets a collective's receive, or the reverse, is a tag mismatch in the transport. */
+#define TOKEN_TAG 0x746f6b6eull
+#define TOKEN_BYTES 32
+#define TOKEN_VERSION 1
+#define TOKENS_FIRST 16   /* the ring's first size, and how often piled-up tokens are tested */
+/* cohort_comm_desc's longest text, for the descriptions below. */
+#define DESC_MAX 192
+
+struct cohort_token {
+    cohort_preq_t send, recv;
+    cohort_status_t failed;              /* a request of it failed (the message was given) */
+    unsigned char mine[TOKEN_BYTES];     /* this rank's call, sent to the next rank */
+    unsigned char theirs[TOKEN_BYTES];   /* the previous rank's */
+};
+
+/* A call as a token carries it (little-endian: seq, count, root as 64-bit words, then the
+ * collective, dtype, op and the token's version in one byte each; the rest is zero). */
+typedef struct token_call {
+    uint64_t seq, count;
+    int64_t root;
+    int coll, dtype, op;
+} token_call_t;
+
+static void put64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+static void token_encode(unsigned char *b, uint64_t seq, const cohort_coll_args_t *a)
+{
+    memset(b, 0, TOKEN_BYTES);
+    put64(b, seq);
+    put64(b + 8, (uint64_t)a->count);
+    put64(b + 16, (uint64_t)(int64_t)a->root);
+    b[24] = (unsigned char)a->coll;
+    b[25] = (unsigned char)a->dtype;
+    b[26] = (unsigned char)a->op;
+    b[27] = TOKEN_VERSION;
+}
+
+static token_call_t token_decode(const unsigned char *b)
+{
+    return (token_call_t){ get64(b), get64(b + 8), (int64_t)get64(b + 16), b[24], b[25], b[26] };
+}
+
+static struct cohort_token *token_at(cohort_comm_t *comm, unsigned i)
+{
+    return comm->tokens[(comm->tok_head + i) % comm->tok_cap];
+}
+
+/* Doubles the ring (the open tokens first, in order). The tokens themselves never move: open
+ * requests point into them. */
+static cohort_status_t tokens_grow(cohort_comm_t *comm)
+{
+    unsigned cap = comm->tok_cap ? 2 * comm->tok_cap : TOKENS_FIRST;
+    struct cohort_token **ring = calloc(cap, sizeof *ring);
+    unsigned i = comm->tok_cap;
+    if (ring)
+        for (; i < cap; i++)
+            if (!(ring[i] = calloc(1, sizeof **ring))) break;
+    if (i < cap) {
+        while (ring && i-- > comm->tok_cap) free(ring[i]);
+        free(ring);
+        return cohort_error(COHORT_ERR_NO_MEMORY, "rank %d: no memory for %u tokens of %s",
+                            comm->rank, cap, cohort_comm_desc(comm));
+    }
+    for (i = 0; i < comm->tok_cap; i++) ring[i] = token_at(comm, i);
+    free(comm->tokens);
+    comm->tokens = ring;
+    comm->tok_head = 0;
+    comm->tok_cap = cap;
+    return COHORT_SUCCESS;
+}
+
+void cohort_p2p_token_free(cohort_comm_t *comm)
+{
+    for (unsigned i = 0; comm->tokens && i < comm->tok_cap; i++) free(comm->tokens[i]);
+    free(comm->tokens);
+    comm->tokens = NULL;
+    comm->tok_cap = comm->tok_count = comm->tok_head = 0;
+}
+
+/* As cohort_comm_desc writes the collective in progress. */
+static void describe(const token_call_t *c, char *buf, size_t len)
+{
+    if (c->coll == COHORT_COLL_BARRIER) {
+        snprintf(buf, len, "barrier #%llu", (unsigned long long)c->seq);
+        return;
+    }
+    int reduces = c->coll == COHORT_COLL_ALLREDUCE || c->coll == COHORT_COLL_REDUCE ||
+                  c->coll == COHORT_COLL_REDUCE_SCATTER;
+    int rooted = c->coll == COHORT_COLL_BROADCAST || c->coll == COHORT_COLL_REDUCE;
+    snprintf(buf, len, "%s #%llu (count %llu, %s%s%s, root %lld)",
+             cohort_coll_name((cohort_coll_t)c->coll), (unsigned long long)c->seq,
+             (unsigned long long)c->count, cohort_dtype_name((cohort_dtype_t)c->dtype),
+             reduces ? ", " : "", reduces ? cohort_op_name((cohort_op_t)c->op) : "",
+             rooted ? (long long)c->root : -1ll);
+}
+
+/* What differs between two calls, in words. */
+static void differences(const token_call_t *a, const token_call_t *b, char *buf, size_t len)
+{
+    if (a->seq != b->seq) {
+        snprintf(buf, len, "the collective's number (#%llu here, #%llu there: one rank made a "
+                 "call the other did not, or made it with count 0, which sends nothing)",
+                 (unsigned long long)a->seq, (unsigned long long)b->seq);
+        return;
+    }
+    if (a->coll != b->coll) {
+        snprintf(buf, len, "the collective");
+        return;
+    }
+    size_t used = 0;
+    buf[0] = '\0';
+#define DIFF(cond, ...)                                                                    \
+    if ((cond) && used < len)                                                             \
+        used += (size_t)snprintf(buf + used, len - used, "%s", used ? " and " : "");      \
+    if ((cond) && used < len)                                                             \
+        used += (size_t)snprintf(buf + used, len - used, __VA_ARGS__)
+    DIFF(a->root != b->root, "the root (%lld here, %lld there)", (long long)a->root,
+         (long long)b->root);
+    DIFF(a->count != b->count, "the count (%llu here, %llu there)",
+         (unsigned long long)a->count, (unsigned long long)b->count);
+    DIFF(a->dtype != b->dtype, "the dtype");
+    DIFF(a->op != b->op, "the op");
+#undef DIFF
+    if (!used) snprintf(buf, len, "the version of cohort they run");
+}
+
+/* t's receive brought a token that differs from this rank's (or got bytes of another size). */
+static cohort_status_t token_mismatch(cohort_comm_t *comm, const struct cohort_token *t,
+                                      size_t got)
+{
+    int peer = t->recv.peer;
+    token_call_t mine = token_decode(t->mine), theirs = token_decode(t->theirs);
+    char me[DESC_MAX], other[DESC_MAX], what[240], when[DESC_MAX + 80] = "";
+    describe(&mine, me, sizeof me);
+    if (got != TOKEN_BYTES)
+        return cohort_error(COHORT_ERR_MISMATCH, "rank %d: the first message of rank %d (%s) "
+                            "for %s has %zu bytes, not the %d of a cohort token: do all ranks "
+                            "run the same version of cohort?", comm->rank, peer,
+                            comm->peers[peer].host, me, got, TOKEN_BYTES);
+    describe(&theirs, other, sizeof other);
+    differences(&mine, &theirs, what, sizeof what);
+    if (comm->cur && mine.seq != comm->seq)   /* a collective that had returned here */
+        snprintf(when, sizeof when, " (seen during %s)", cohort_comm_desc(comm));
+    comm->fail_peer = -1;   /* both calls are named: no need to ask the peer through the job */
+    return cohort_error(COHORT_ERR_MISMATCH, "rank %d called %s%s, but rank %d (%s), the rank "
+                        "before it in the ring order, called %s: they differ in %s. Every rank "
+                        "must make the same collective calls on a communicator, in the same "
+                        "order, with the same count, dtype, op and root", comm->rank, me, when,
+                        peer, comm->peers[peer].host, other, what);
+}
+
+/* Tests t's receive and send. *done: both completed and the calls agree. *differ (if not
+ * NULL) is set when the error returned is a token that differs. */
+static cohort_status_t token_test(cohort_comm_t *comm, struct cohort_token *t, int *done,
+                                  int *differ)
+{
+    cohort_status_t st;
+    *done = 0;
+    if (t->failed)
+        return cohort_error(t->failed, "rank %d: the token of collective #%llu failed earlier",
+                            comm->rank, (unsigned long long)get64(t->mine));
+    if (!t->recv.done) {
+        size_t got = 0;
+        st = ops_of(comm, t->recv.peer)->test(t->recv.tp, &got);
+        if (st == COHORT_IN_PROGRESS) return COHORT_SUCCESS;
+        t->recv.tp = NULL;
+        t->recv.done = 1;
+        if (st) {
+            t->failed = st;
+            char me[DESC_MAX];
+            token_call_t mine = token_decode(t->mine);
+            describe(&mine, me, sizeof me);
+            comm->fail_peer = t->recv.peer;
+            cohort_error_prefix("rank %d receiving from rank %d (%s) the token that says which "
+                                "collective it called as this rank's %s (the first message of "
+                                "every collective)", comm->rank, t->recv.peer,
+                                comm->peers[t->recv.peer].host, me);
+            return st;
+        }
+        t->recv.got = got;
+        if (got != TOKEN_BYTES || memcmp(t->mine, t->theirs, TOKEN_BYTES) != 0) {
+            if (differ) *differ = 1;
+            return t->failed = token_mismatch(comm, t, got);
+        }
+    }
+    if (!t->send.done) {
+        st = ops_of(comm, t->send.peer)->test(t->send.tp, NULL);
+        if (st == COHORT_IN_PROGRESS) return COHORT_SUCCESS;
+        t->send.tp = NULL;
+        t->send.done = 1;
+        if (st) {
+            t->failed = st;
+            comm->fail_peer = t->send.peer;
+            cohort_error_prefix("rank %d sending its token of collective #%llu to rank %d (%s)",
+                                comm->rank, (unsigned long long)get64(t->mine), t->send.peer,
+                                comm->peers[t->send.peer].host);
+            return st;
+        }
+    }
+    *done = 1;
+    return COHORT_SUCCESS;
+}
+
+/* Tests every open token (non-blocking) and retires the confirmed ones at the head. */
+static cohort_status_t tokens_check(cohort_comm_t *comm, int *differ)
+{
+    unsigned i = 0;
+    while (i < comm->tok_count) {
+        int done;
+        cohort_status_t st = token_test(comm, token_at(comm, i), &done, differ);
+        if (st) return st;
+        if (done && i == 0) {   /* confirmed at the head: retire it */
+            comm->tok_head = (comm->tok_head + 1) % comm->tok_cap;
+            comm->tok_count--;
+        } else {
+            i++;
+        }
+    }
+    return COHORT_SUCCESS;
+}
+
+/* Waits until token t is confirmed: COHORT_TIMEOUT per stall, abort, the job's failures. */
+static cohort_status_t token_wait(cohort_comm_t *comm, struct cohort_token *t)
+{
+    cohort_pace_t pace = { 0 };
+    int peer = t->recv.done ? t->send.peer : t->recv.peer;
+    for (;;) {
+        int done;
+        cohort_status_t st = token_test(comm, t, &done, NULL);
+        if (st || done) return st;
+        if (atomic_load(&comm->aborted))
+            return cohort_error(COHORT_ERR_ABORTED, "rank %d: %s interrupted: the communicator "
+                                "was aborted", comm->rank, cohort_comm_desc(comm));
+        st = cohort_p2p_pace(comm, &pace, 0, 1);
+        if (st == COHORT_ERR_TIMEOUT && !pace.job_failed) {
+            char me[DESC_MAX];
+            token_call_t mine = token_decode(t->mine);
+            describe(&mine, me, sizeof me);
+            comm->fail_peer = peer;
+            return cohort_error(COHORT_ERR_TIMEOUT, "rank %d: %s stalled for %.0f s waiting for "
+                                "rank %d (%s) to confirm that it called %s as this rank did (a "
+                                "rank runs at most %d collectives ahead of the rank before it "
+                                "in the ring order). Did every rank call it? A peer that hangs "
+                                "or died? COHORT_TIMEOUT sets the limit", comm->rank,
+                                cohort_comm_desc(comm), comm->timeout_s, peer,
+                                comm->peers[peer].host, me, COHORT_P2P_TOKENS);
+        }
+        if (st) return st;
+        if (pace.stall_warn_due) {
+            char who[DESC_MAX + 64];
+            token_call_t mine = token_decode(t->mine);
+            int used = snprintf(who, sizeof who, "rank %d (%s), to confirm ", peer,
+                                comm->peers[peer].host);
+            describe(&mine, who + used, sizeof who - (size_t)used);
+            pace.stall_warn_due = 0;
+            cohort_jobctl_stalled(comm, (double)(cohort_now_ns() - pace.stalled_since) * 1e-9,
+                                  who);
+        }
+    }
+}
+
+/* Retires the confirmed tokens at the head, waiting for the first `must` of them. */
+static cohort_status_t tokens_retire(cohort_comm_t *comm, unsigned must)
+{
+    while (comm->tok_count) {
+        struct cohort_token *t = token_at(comm, 0);
+        int done;
+        cohort_status_t st = token_test(comm, t, &done, NULL);
+        if (st) return st;
+        if (!done) {
+            if (!must) break;
+            if ((st = token_wait(comm, t))) return st;
+        }
+        comm->tok_head = (comm->tok_head + 1) % comm->tok_cap;
+        comm->tok_count--;
+        if (must) must--;
+    }
+    return COHORT_SUCCESS;
+}
+
+static cohort_status_t token_begin(cohort_comm_t *comm)
+{
+    cohort_status_t st;
+    /* Open tokens pile up only where a rank needs nothing from the rank before it (a
+     * broadcast's root running ahead): tested every TOKENS_FIRST collectives, not at each (a
+     * test of an open receive costs a system call in tcp); the ring grows to COHORT_P2P_TOKENS
+     * before this rank waits for the oldest (waiting for the rank before it at every call
+     * would make a root that runs ahead spin against it for the CPU). */
+    if (comm->tok_count >= TOKENS_FIRST && comm->seq % TOKENS_FIRST == 0 &&
+        (st = tokens_retire(comm, 0)))
+        return st;
+    if (comm->tok_count == comm->tok_cap) {
+        st = comm->tok_cap < COHORT_P2P_TOKENS ? tokens_grow(comm) : tokens_retire(comm, 1);
+        if (st) return st;
+    }
+    int n = comm->nranks, pos = comm->ring ? comm->ring_pos : comm->rank;
+    int pred = comm->ring ? comm->ring[(pos + n - 1) % n] : (pos + n - 1) % n;
+    int succ = comm->ring ? comm->ring[(pos + 1) % n] : (pos + 1) % n;
+    struct cohort_token *t = token_at(comm, comm->tok_count);
+    t->failed = COHORT_SUCCESS;
+    token_encode(t->mine, comm->seq, comm->cur);
+    if ((st = post(comm, pred, t->theirs, TOKEN_BYTES, 0, TOKEN_TAG, &t->recv))) return st;
+    comm->tok_count++;
+    if ((st = post(comm, succ, t->mine, TOKEN_BYTES, 1, TOKEN_TAG, &t->send))) {
+        t->failed = st;   /* the communicator is broken now */
+        return st;
+    }
+    return COHORT_SUCCESS;
+}
+
+/* A request failed (a message of another collective, a peer that hung up after failing its own
+ * call): when a token already says which calls differ, that account (both calls named, the
+ * cause) replaces the transport's. The tokens are looked at quietly. */
+static cohort_status_t explain_failure(cohort_comm_t *comm, cohort_status_t st)
+{
+    char own[2048];
+    int peer = comm->fail_peer, differ = 0;
+    snprintf(own, sizeof own, "%s", cohort_last_error());
+    int level = cohort_error_log_level(COHORT_LOG_TRACE);
+    cohort_status_t ts = comm->tok_count ? tokens_check(comm, &differ) : COHORT_SUCCESS;
+    if (!(ts && differ)) cohort_error(st, "%s", own);   /* restored, not logged again */
+    cohort_error_log_level(level);
+    if (ts && differ) return cohort_error(ts, "%s", cohort_last_error());
+    comm->fail_peer = peer;
+    return st;
+}
+
+cohort_status_t cohort_p2p_coll_done(cohort_comm_t *comm)
+{
+    const cohort_coll_args_t *a = comm->cur;
+    if (!comm->tok_count || !a || a->coll == COHORT_COLL_BROADCAST ||
+        (a->coll == COHORT_COLL_REDUCE && a->root != comm->rank))
+        return COHORT_SUCCESS;
+    return tokens_retire(comm, comm->tok_count);
+}
+
+cohort_status_t cohort_p2p_token_sync(cohort_comm_t *comm)
+{
+    cohort_status_t st;
+    if (comm->cur && comm->tok_seq != comm->seq) {
+        comm->tok_seq = comm->seq;
+        if ((st = token_begin(comm))) return st;
+    }
+    return tokens_retire(comm, comm->tok_count);
+}
+
+cohort_status_t cohort_p2p_token_finish(cohort_comm_t *comm, int wait_ms)
+{
+    if (comm->broken || atomic_load(&comm->aborted)) return COHORT_SUCCESS;
+    uint64_t deadline = cohort_now_ns() + (uint64_t)wait_ms * 1000000ull;
+    for (;;) {
+        if (!comm->tok_count) return COHORT_SUCCESS;
+        /* A peer that is gone or failed is not this call's failure: INFO, not WARN. */
+        int differ = 0, level = cohort_error_log_level(COHORT_LOG_INFO);
+        /* Another rank may have found the mismatch (at its own destroy, or in a collective that
+         * this rank had left), and then the rank before this one may never send its token: the
+         * job's channel says so. Its message names the collective being confirmed. (Other
+         * failures of the job are not this call's: the tokens' test below hears of a lost
+         * peer.) */
+        token_call_t last = token_decode(token_at(comm, comm->tok_count - 1)->mine);
+        cohort_coll_args_t a = { (cohort_coll_t)last.coll, NULL, NULL, (size_t)last.count,
+                                 (cohort_dtype_t)last.dtype, (cohort_op_t)last.op,
+                                 (int)last.root, 0 };
+        uint64_t seq = comm->seq;
+        comm->cur = &a;
+        comm->seq = last.seq;
+        cohort_status_t js = cohort_jobctl_check(comm);
+        comm->cur = NULL;
+        comm->seq = seq;
+        if (js == COHORT_ERR_MISMATCH) {
+            cohort_error_log_level(level);
+            return cohort_error(js, "cohort_comm_destroy on rank %d: its last collectives did "
+                                "not match (the communicator is destroyed all the same; what "
+                                "they returned here may be wrong): %s", comm->rank,
+                                cohort_last_error());
+        }
+        cohort_status_t st = tokens_check(comm, &differ);
+        if (!st && comm->tok_count) st = cohort_p2p_progress(comm);
+        cohort_error_log_level(level);
+        if (st && differ)
+            return cohort_error(st, "cohort_comm_destroy on rank %d: its last collectives did not "
+                                "match the other ranks' (the communicator is destroyed all the "
+                                "same; what they returned here may be wrong): %s", comm->rank,
+                                cohort_last_error());
+        if (st) {
+            COHORT_INFO("core", "cohort_comm_destroy on rank %d: could not confirm that the "
+                        "other ranks made the same last collective calls: %s", comm->rank,
+                        cohort_last_error());
+            return COHORT_SUCCESS;
+        }
+        if (!comm->tok_count) return COHORT_SUCCESS;
+        if (cohort_now_ns() >= deadline) {
+            struct cohort_token *t = token_at(comm, comm->tok_count - 1);
+            char me[DESC_MAX];
+            token_call_t mine = token_decode(t->mine);
+            describe(&mine, me, sizeof me);
+            COHORT_INFO("core", "cohort_comm_destroy on rank %d: rank %d (%s) had not confirmed "
+                        "within %d ms that it called %s as this rank did (it may not have "
+                        "reached it yet); destroying without knowing", comm->rank,
+                        t->recv.peer, comm->peers[t->recv.peer].host, wait_ms, me);
+            return COHORT_SUCCESS;
+        }
+        cohort_p2p_idle(comm, SLEEP_POLL_MS);
+    }
+}
+
 static cohort_status_t wait_some(cohort_comm_t *comm, cohort_preq_t *reqs, int n, int any,
                                  int *index)
 {
@@ -217,7 +671,7 @@ static cohort_status_t wait_some(cohort_comm_t *comm, cohort_preq_t *reqs, int n
         for (int i = 0; i < n; i++) {
             if (reqs[i].done) continue;
             cohort_status_t st = cohort_p2p_test(comm, &reqs[i]);
-            if (st) return st;
+            if (st) return explain_failure(comm, st);
             if (!reqs[i].done) {
                 pending++;
                 continue;
@@ -235,6 +689,9 @@ static cohort_status_t wait_some(cohort_comm_t *comm, cohort_preq_t *reqs, int n
         cohort_status_t st = cohort_p2p_pace(comm, &pace, progressed, 1);
         if (st == COHORT_ERR_TIMEOUT && !pace.job_failed) return timeout_error(comm, reqs, n);
         if (st) return st;
+        /* Going to sleep: ranks that disagree may wait for each other forever, and the tokens
+         * say so (p2p.h). */
+        if (pace.armed && comm->tok_count && (st = tokens_check(comm, NULL))) return st;
         if (pace.stall_warn_due) {
             char who[512];
             pending_text(comm, reqs, n, who, sizeof who);

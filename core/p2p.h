@@ -5,7 +5,22 @@
  * progress (sequence number + a signature of coll/count/dtype/op/root), set by the API layer, so
  * ranks that disagree get COHORT_ERR_MISMATCH instead of corrupted memory.
  * Waits honour COHORT_TIMEOUT and abort; on timeout the error names the peers still pending.
- */
+ *
+ * Agreement tokens. A tag is only compared when a message meets a posted receive, and ranks
+ * that disagree on a root (or on a count that picks another algorithm) can each wait for a
+ * receive that nobody sends. So the first isend or irecv of a broadcast or a reduce (and of an
+ * allreduce or allgather where a hierarchy may run them; see needs_token in p2p.c) first posts
+ * a token: a 32-byte message to the rank after this one in the ring order (cohort_coll_ring)
+ * describing the call (sequence number, collective, count, dtype, op, root), and a receive of
+ * the token of the rank before it. The ring does not depend on any argument, so when the ranks
+ * disagree, some rank receives a token that differs from its own: COHORT_ERR_MISMATCH naming
+ * both calls. No collective waits for its token while it runs (a broadcast's root still
+ * returns without waiting for anyone): waits test the open tokens when they go to sleep (so
+ * ranks that wait for each other forever learn why within milliseconds), a collective whose
+ * result needed every rank confirms them all before it returns (cohort_p2p_coll_done), tokens
+ * that pile up (a root running ahead) are tested every few collectives and a rank waits for
+ * the oldest once COHORT_P2P_TOKENS are open, and cohort_p2p_token_finish
+ * (cohort_comm_destroy) confirms the last ones. */
 #ifndef COHORT_CORE_P2P_H
 #define COHORT_CORE_P2P_H
 
@@ -61,6 +76,27 @@ cohort_status_t cohort_p2p_pace(cohort_comm_t *comm, cohort_pace_t *p, int progr
                                 int periodic);
 /* Runs every open endpoint's progress() once. */
 cohort_status_t cohort_p2p_progress(cohort_comm_t *comm);
+/* Tokens a communicator keeps open at most (see the top of this file). */
+#define COHORT_P2P_TOKENS 1024
+/* After a collective returned success on comm: when its result needed every rank (all but a
+ * broadcast and a reduce off its root), the rank before this one has sent the tokens of every
+ * collective up to this one, so waiting for them costs next to nothing and makes a mismatch
+ * that let the earlier calls return (a broadcast whose ranks each were the root) fail this
+ * one at the latest. Otherwise nothing. */
+cohort_status_t cohort_p2p_coll_done(cohort_comm_t *comm);
+/* Posts the current collective's token if no isend/irecv has, then waits for every open token:
+ * for algorithms that hand the work to sub-communicators (the *_hier ones), whose waits do not
+ * test this communicator's tokens. */
+cohort_status_t cohort_p2p_token_sync(cohort_comm_t *comm);
+/* For cohort_comm_destroy: confirms the open tokens, waiting up to wait_ms for the ones that
+ * have not arrived (the rank before this one has not reached that collective yet). A token
+ * that differs: COHORT_ERR_MISMATCH naming both calls. One that does not come in time, or a
+ * peer that is gone: logged at INFO, COHORT_SUCCESS. Nothing to do after a failure or abort.
+ * The tokens stay allocated: cohort_p2p_token_free them after closing the connections (open
+ * receives point into them). */
+cohort_status_t cohort_p2p_token_finish(cohort_comm_t *comm, int wait_ms);
+void cohort_p2p_token_free(cohort_comm_t *comm);
+
 /* Send to one peer and receive from another (or the same), both posted before waiting. */
 cohort_status_t cohort_p2p_sendrecv(cohort_comm_t *comm, int dst, const void *sbuf, size_t slen,
                                     int src, void *rbuf, size_t rlen);

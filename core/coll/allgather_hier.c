@@ -11,6 +11,7 @@
 
 #include "core/coll/coll.h"
 #include "core/log.h"
+#include "core/p2p.h"
 
 cohort_status_t cohort_allgather_hier(cohort_comm_t *comm, const cohort_coll_args_t *a)
 {
@@ -18,13 +19,18 @@ cohort_status_t cohort_allgather_hier(cohort_comm_t *comm, const cohort_coll_arg
     if (!cohort_coll_hier(comm, &h) || !h.even)
         return cohort_error(COHORT_ERR_INTERNAL, "hierarchical allgather needs nodes of equal "
                             "size; this is a bug in cohort, please report it");
+    /* The work runs on the sub-communicators, whose waits do not test this communicator's
+     * tokens: confirming this one first is what stops a rank that picked another algorithm
+     * (another count, another collective) from waiting on the others forever (core/p2p.h). */
+    cohort_status_t st = cohort_p2p_token_sync(comm);
+    if (st)
+        return st;
     int n = cohort_comm_size(comm), L = cohort_comm_size(h.node), nodes = h.nodes;
     size_t bytes = a->count * a->esize;
     char *cross = cohort_coll_scratch(comm, 0, (size_t)nodes * bytes);
     char *all = cohort_coll_scratch(comm, 1, (size_t)nodes * (size_t)L * bytes);
     if (!cross || !all)
         return COHORT_ERR_NO_MEMORY;
-    cohort_status_t st;
     cohort_coll_args_t s = { COHORT_COLL_ALLGATHER, a->sendbuf, cross, a->count, a->dtype,
                              a->op, 0, 0 };
     if ((st = cohort_coll_run(comm, h.cross, &s, "allgather among equal local ranks")))

@@ -24,6 +24,7 @@
 
 #include "core/coll/coll.h"
 #include "core/log.h"
+#include "core/p2p.h"
 #include "core/reduce.h"
 
 #define HIER_SMALL_BYTES (32u * 1024u)
@@ -40,12 +41,17 @@ cohort_status_t cohort_allreduce_hier(cohort_comm_t *comm, const cohort_coll_arg
     if (!cohort_coll_hier(comm, &h))
         return cohort_error(COHORT_ERR_INTERNAL, "hierarchical allreduce without a hierarchy; "
                             "this is a bug in cohort, please report it");
+    /* The work runs on the sub-communicators, whose waits do not test this communicator's
+     * tokens: confirming this one first is what stops a rank that picked another algorithm
+     * (another count, another collective) from waiting on the others forever (core/p2p.h). */
+    cohort_status_t st = cohort_p2p_token_sync(comm);
+    if (st)
+        return st;
     cohort_op_t op = a->op == COHORT_AVG ? COHORT_SUM : a->op;
     size_t es = a->esize, n = a->count;
     int L = cohort_comm_size(h.node), l = cohort_comm_rank(h.node);
     char *recv = a->recvbuf;
     const char *send = a->sendbuf;
-    cohort_status_t st;
     cohort_coll_args_t s;
 
     if (!h.even) {

@@ -9,6 +9,7 @@
  */
 #include "core/coll/coll.h"
 #include "core/log.h"
+#include "core/p2p.h"
 
 /* Position of rank r among the ranks sharing its local rank (its rank in that cross group). */
 static int cross_rank(const cohort_hier_view_t *h, int r)
@@ -25,9 +26,14 @@ cohort_status_t cohort_broadcast_hier(cohort_comm_t *comm, const cohort_coll_arg
     if (!cohort_coll_hier(comm, &h))
         return cohort_error(COHORT_ERR_INTERNAL, "hierarchical broadcast without a hierarchy; "
                             "this is a bug in cohort, please report it");
+    /* The work runs on the sub-communicators, whose waits do not test this communicator's
+     * tokens: confirming this one first is what stops a rank that picked another algorithm
+     * (another count, another collective) from waiting on the others forever (core/p2p.h). */
+    cohort_status_t st = cohort_p2p_token_sync(comm);
+    if (st)
+        return st;
     int me = cohort_comm_rank(comm), root = a->root;
     int lr = h.local_of[root], mine = h.node_of[me] == h.node_of[root];
-    cohort_status_t st;
     cohort_coll_args_t s = { COHORT_COLL_BROADCAST, a->recvbuf, a->recvbuf, a->count, a->dtype,
                              a->op, 0, 0 };
     if (h.even) {

@@ -94,7 +94,9 @@ cohort_status_t cohort_comm_split(cohort_comm_t *comm, int color, int key, cohor
 cohort_status_t cohort_comm_abort(cohort_comm_t *comm);
 /* Frees comm. NULL is accepted and does nothing (as free(NULL); NCCL's ncclCommDestroy does the
  * same). While a collective or split runs on comm in another thread: COHORT_ERR_INVALID_ARG,
- * nothing is freed. */
+ * nothing is freed. Otherwise comm is freed whatever it returns: COHORT_ERR_MISMATCH (with a WARN
+ * in the log) when its last collectives turn out not to have matched the other ranks' calls (a
+ * broadcast's root returns before anyone could tell; destroy waits up to 2 s to learn it). */
 cohort_status_t cohort_comm_destroy(cohort_comm_t *comm);
 /* -1 for a handle that is not a live communicator (cohort_last_error() says why). */
 int cohort_comm_rank(const cohort_comm_t *comm);

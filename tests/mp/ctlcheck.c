@@ -15,6 +15,27 @@
  *             MISMATCH on every rank, saying that the earlier collectives differ.
  *   long      two allreduces 3 s apart on every rank (run with COHORT_TIMEOUT=1): the job runs
  *             to its end.
+ *   disagree WHAT   (run with COHORT_TIMEOUT=60, so that a timeout cannot pass for a mismatch)
+ *             the ranks disagree, and every rank must get COHORT_ERR_MISMATCH within 10 s, from
+ *             the call itself or from a barrier right after it (a call that needed nothing from
+ *             the rank it disagrees with may return first), its message naming the collective
+ *             and, for a root, the word "root"; no rank may time out. WHAT:
+ *               reduce-self   reduce, root = own rank: every rank waits for the others, so the
+ *                             reduce itself fails on every rank;
+ *               reduce-next   reduce, root = the next rank;
+ *               bcast-mixed   broadcast of 2 floats, root 0 on every rank but rank 1, which
+ *                             says root n-1 (np >= 3: rank 1 waits for a rank that sends it
+ *                             nothing);
+ *               bcast-big     broadcast of 1 Mi floats (a pipelined chain), root = own rank;
+ *               sizes         allreduce, rank 0 with 8 floats, the others with 128 Ki (another
+ *                             algorithm at np >= 3);
+ *               hier          allreduce, rank 0 with 8 floats, the others with 1 Mi: run over
+ *                             nodes (fakenode.sh), they take the hierarchical algorithm, which
+ *                             sends nothing on the communicator rank 0 waits on;
+ *               bcast-last    broadcast, root = own rank, as the job's last call: the broadcast
+ *                             returns (a root waits for no one) and cohort_comm_destroy returns
+ *                             COHORT_ERR_MISMATCH naming the broadcast and both roots (the
+ *                             script checks the WARN line in the log).
  *   stall     rank 2 (of 3) joins an allreduce 4 s late (run with COHORT_STALL_WARN=1): the
  *             job's stall report (checked by the script) names it.
  */
@@ -77,6 +98,115 @@ static void *aborter(void *arg)
     return NULL;
 }
 
+/* One call of the disagree mode's collective (or the barrier after it): 1 when it returned
+ * the expected mismatch, 0 when it succeeded; anything else fails the test. */
+static int mismatch_or_ok(int rank, cohort_status_t st, const char *call, const char *coll,
+                          int root, double t0)
+{
+    double took = now() - t0;
+    const char *msg = cohort_last_error();
+    if (st == COHORT_SUCCESS) return 0;
+    if (st != COHORT_ERR_MISMATCH)
+        FAIL("%s gave %s, not mismatch, after %.1f s: %s", call, cohort_strerror(st), took, msg);
+    if (took > 10.0) FAIL("%s gave mismatch only after %.1f s: %s", call, took, msg);
+    if (!strstr(msg, coll)) FAIL("%s: the message does not name the %s: %s", call, coll, msg);
+    if (root && !strstr(msg, "root")) FAIL("%s: the message does not name the root: %s", call,
+                                           msg);
+    printf("ok: rank %d: %s: mismatch after %.3f s: %s\n", rank, call, took, msg);
+    return 1;
+}
+
+/* Every rank that got its result stays until all have (files in $CTL_SYNC_DIR, polled with a
+ * deadline): a rank that destroys its communicator hangs up on the others, which would then
+ * get "peer lost" instead of the mismatch under test. */
+static void linger(int rank, int n)
+{
+    const char *dir = getenv("CTL_SYNC_DIR");
+    if (!dir) return;
+    char path[512];
+    snprintf(path, sizeof path, "%s/done.%d", dir, rank);
+    FILE *f = fopen(path, "w");
+    if (!f) FAIL("cannot create %s", path);
+    fclose(f);
+    double deadline = now() + 30.0;
+    for (;;) {
+        int have = 0;
+        for (int r = 0; r < n; r++) {
+            snprintf(path, sizeof path, "%s/done.%d", dir, r);
+            have += access(path, F_OK) == 0;
+        }
+        if (have == n) return;
+        if (now() > deadline) FAIL("only %d of %d ranks got their result within 30 s", have, n);
+        sleep_s(0.01);
+    }
+}
+
+static void disagree(int rank, const char *what)
+{
+    int n = cohort_comm_size(world);
+    size_t big = (size_t)1 << 20;
+    float *buf = calloc(big, sizeof *buf);
+    if (!buf) FAIL("no memory");
+    cohort_status_t st;
+    const char *coll;
+    int root = 1;
+    double t0 = now();
+    if (!strcmp(what, "reduce-self") || !strcmp(what, "reduce-next")) {
+        int r = !strcmp(what, "reduce-self") ? rank : (rank + 1) % n;
+        coll = "reduce";
+        st = cohort_reduce(world, buf, buf + 16, 2, COHORT_FLOAT32, COHORT_SUM, r);
+        if (!strcmp(what, "reduce-self") && st != COHORT_ERR_MISMATCH)
+            FAIL("a reduce to its own rank as the root gave %s after %.3f s: %s",
+                 cohort_strerror(st), now() - t0, cohort_last_error());
+    } else if (!strcmp(what, "bcast-mixed")) {
+        coll = "broadcast";
+        st = cohort_broadcast(world, buf, 2, COHORT_FLOAT32, rank == 1 ? n - 1 : 0);
+    } else if (!strcmp(what, "bcast-big")) {
+        coll = "broadcast";
+        st = cohort_broadcast(world, buf, big, COHORT_FLOAT32, rank);
+    } else if (!strcmp(what, "hier")) {
+        coll = "allreduce";
+        root = 0;
+        st = cohort_allreduce(world, buf, buf, rank ? big : 8, COHORT_FLOAT32, COHORT_SUM);
+    } else if (!strcmp(what, "sizes")) {
+        coll = "allreduce";
+        root = 0;
+        st = cohort_allreduce(world, buf, buf, rank ? (size_t)128 << 10 : 8, COHORT_FLOAT32,
+                              COHORT_SUM);
+    } else if (!strcmp(what, "bcast-last")) {
+        /* A rank that starts the broadcast after another rank's destroy found the mismatch
+         * fails it at once (the job told it); the others fail their destroy. */
+        st = cohort_broadcast(world, buf, 2, COHORT_FLOAT32, rank);
+        const char *call = "the broadcast";
+        if (st == COHORT_SUCCESS) {
+            st = cohort_comm_destroy(world);
+            call = "destroy";
+        } else {
+            cohort_comm_destroy(world);
+        }
+        const char *msg = cohort_last_error();
+        if (st != COHORT_ERR_MISMATCH)
+            FAIL("%s after a broadcast with disagreeing roots gave %s, not mismatch: %s", call,
+                 cohort_strerror(st), msg);
+        if (!strstr(msg, "broadcast") || !strstr(msg, "root"))
+            FAIL("%s: the message does not name the broadcast and the roots: %s", call, msg);
+        printf("ok: rank %d: %s: %s\n", rank, call, msg);
+        free(buf);
+        return;
+    } else {
+        FAIL("unknown disagreement %s", what);
+    }
+    if (!mismatch_or_ok(rank, st, coll, coll, root, t0)) {
+        t0 = now();
+        st = cohort_barrier(world);
+        if (!mismatch_or_ok(rank, st, "the barrier after it", coll, root, t0))
+            FAIL("the %s and the barrier after it both succeeded", coll);
+    }
+    free(buf);
+    linger(rank, n);
+    cohort_comm_destroy(world);
+}
+
 static void on_alarm(int sig)
 {
     (void)sig;
@@ -87,7 +217,8 @@ static void on_alarm(int sig)
 int main(int argc, char **argv)
 {
     int rank = -1;
-    if (argc != 2) FAIL("usage: ctlcheck thread|signal|split|mismatch|roots|long|stall");
+    if (argc < 2 || argc > 3)
+        FAIL("usage: ctlcheck thread|signal|split|mismatch|roots|long|stall|disagree WHAT");
     const char *mode = argv[1];
     int fds0 = count_fds();
     if (cohort_comm_init(&world)) FAIL("init: %s", cohort_last_error());
@@ -172,6 +303,8 @@ int main(int argc, char **argv)
             FAIL("the message does not say that the earlier collectives differ: %s", msg);
         printf("ok: rank %d: %s\n", rank, msg);
         cohort_comm_destroy(world);
+    } else if (!strcmp(mode, "disagree") && argc == 3) {
+        disagree(rank, argv[2]);
     } else if (!strcmp(mode, "long")) {
         /* every rank computes for 3 s between two collectives (run with COHORT_TIMEOUT=1): the
          * job's control connection must not be mistaken for a rendezvous that never ends */

@@ -2,7 +2,11 @@
 # The job's control channel (core/jobctl.h) end to end: abort from another thread, from a signal
 # handler and during a split returns within 2 s and the other rank hears of it naming the rank;
 # a mismatch names both calls on both ranks; broadcasts whose ranks disagreed on the root fail the
-# next collective; the stall report names the rank that did not join;
+# next collective; ranks that disagree on a root or a count get a mismatch within seconds, never
+# a timeout, over shm, tcp and ucx (and where 3 of 4 ranks on 2 nodes take the hierarchical
+# allreduce), and a broadcast with disagreeing roots as the job's last call
+# fails cohort_comm_destroy with a WARN naming both roots; the stall report names the rank that
+# did not join;
 # a rank killed between collectives fails every survivor's next collective naming it; cohortrun
 # names the first rank that died.
 . "$top_srcdir/tests/mp/lib.sh"
@@ -22,6 +26,34 @@ run_case "abort while cohort_comm_split waits for the others" "$COHORTRUN" -np 2
 run_case "a mismatch names both calls on both ranks (tcp)" env COHORT_TRANSPORTS=tcp "$COHORTRUN" -np 2 "$CT" mismatch
 run_case "small broadcasts whose ranks each were the root: the next collective fails on all (shm)" \
     env COHORT_TRANSPORTS=shm "$COHORTRUN" -np 3 "$CT" roots
+# Disagreements (ctlcheck.c, "disagree"): COHORT_TIMEOUT=60, so a timeout cannot pass for the
+# mismatch, which must come within 10 s. Over tcp and ucx the tokens of core/p2p.h find them;
+# shm's node collectives compare tags themselves (a small broadcast's root waits for no one
+# there, and a last call's mismatch is not seen: docs/reliability.md).
+tps="shm tcp"
+[ -e "$top_builddir/.libs/libcohort-ucx.so" ] && tps="$tps ucx"
+for tp in $tps; do
+    for c in reduce-self:2 reduce-self:4 reduce-next:4 bcast-mixed:3 bcast-big:3 sizes:4; do
+        what=${c%:*} np=${c#*:}
+        mkdir "$tmp/$tp-$what-$np"
+        run_case "ranks that disagree ($what, np $np, $tp): mismatch within 10 s on every rank" \
+            env COHORT_TIMEOUT=60 CTL_SYNC_DIR="$tmp/$tp-$what-$np" COHORT_TRANSPORTS=$tp \
+            UCX_TLS=tcp "$COHORTRUN" -np $np "$CT" disagree $what
+    done
+    [ "$tp" = shm ] && continue
+    for np in 2 4; do
+        run_case "a broadcast with disagreeing roots as the last call: destroy fails, WARN names both roots (np $np, $tp)" sh -c '
+            COHORT_TIMEOUT=60 COHORT_TRANSPORTS=$3 UCX_TLS=tcp "$0" -np $2 "$1" disagree bcast-last \
+                >"$4" 2>&1 || { cat "$4"; exit 1; }
+            grep "^ok" "$4"
+            grep -q "cohort WARN .*cohort_comm_destroy on rank [0-9]*: its last collectives did not match.*broadcast #1 (count 2, float32, root [0-9]).*broadcast #1 (count 2, float32, root [0-9]).*differ in the root" "$4"' \
+            "$COHORTRUN" "$CT" $np $tp "$tmp/last"
+    done
+done
+mkdir "$tmp/hier"
+run_case "an allreduce whose count picks the hierarchical algorithm on 3 of 4 ranks (2 nodes): mismatch within 10 s on every rank" \
+    env COHORT_TIMEOUT=60 CTL_SYNC_DIR="$tmp/hier" FAKE_PER=2 "$COHORTRUN" -np 4 \
+    "$top_srcdir/tests/mp/fakenode.sh" "$CT" disagree hier
 run_case "the stall report names the rank that has not joined (COHORT_STALL_WARN=1)" sh -c '
     COHORT_STALL_WARN=1 "$0" -np 3 "$1" stall >"$2/stall" 2>&1 || { cat "$2/stall"; exit 1; }
     grep -A4 "stall report" "$2/stall"

@@ -541,6 +541,14 @@ cohort_status_t cohort_p2p_sendrecv(cohort_comm_t *comm, int dst, const void *sb
     return cohort_p2p_waitall(comm, rq, 2);
 }
 
+/* The *_hier algorithms confirm their communicator's token first; the flat mock never runs
+ * them, and its messages carry no tokens. */
+cohort_status_t cohort_p2p_token_sync(cohort_comm_t *comm)
+{
+    (void)comm;
+    return COHORT_SUCCESS;
+}
+
 /* ---- communicator services ---------------------------------------------------------------- */
 
 void *cohort_coll_scratch(cohort_comm_t *comm, int slot, size_t bytes)
