@@ -12,7 +12,8 @@
  *             worker's UCX address.
  *   conn      one ucp_ep per peer, created from the peer's worker address, with
  *             UCP_ERR_HANDLING_MODE_PEER where UCX's transports can detect a dead peer (its
- *             error callback fails the connection with COHORT_ERR_PEER_LOST). The connector
+ *             error callback fails the connection with COHORT_ERR_PEER_LOST, unless the peer's
+ *             bye came first: then only what it sent and did not arrive fails). The connector
  *             creates its ucp_ep from the acceptor's blob and sends a hello (its own worker
  *             address, authenticated with host->auth); the acceptor creates its ucp_ep from the
  *             hello and answers with an authenticated ack. Requests posted before that are
@@ -55,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -91,6 +93,7 @@
 #define UX_POOL 16                     /* idle slots an endpoint keeps for the next messages */
 #define UX_FULL_MASK (~0ull)
 #define UX_PROGRESS_MAX 64             /* ucp_worker_progress calls per progress() at most */
+#define UX_CLOSE_FLUSH_S 0.5           /* conn_close flushes for at most this per burst */
 
 /* ---- byte order helpers (blobs and hellos cross machines) -------------------------------- */
 
@@ -172,6 +175,7 @@ typedef struct ux_req {
     int posted;
     int done;
     int released;
+    int cancelled;                /* ucp_request_cancel was called on it */
     cohort_status_t status;
     size_t nbytes;
     uint64_t seq;                 /* K_DATA: its place in the conn's order (each direction) */
@@ -217,6 +221,10 @@ typedef struct ux_conn {
     int ack_sent;                 /* acceptor: its ack left (UCX wired the ucp_ep up) */
     int peer_closed;              /* the peer closed after closed_seq sends (its bye) */
     uint64_t closed_seq;
+    int lost;                     /* UCX reported the end of the ready connection: 1 until
+                                   * ep_work judges it (conn_lost), 2 after that with the
+                                   * peer's bye seen (else the conn failed) */
+    char lostmsg[384];            /* what UCX reported first */
     ux_req_t *ack_rx;             /* connector: the ack's receive, once completed */
 } ux_conn_t;
 
@@ -262,6 +270,8 @@ typedef struct ux_ep {
     ux_ctlrx_t brx;
     int in_progress;
     int signalled;
+    int nlost;                    /* conns with lost == 1 */
+    double close_by;              /* conn_close flushes until then (one budget per burst) */
     int zcopy;                    /* large payloads in chunks (COHORT_UCX_ZCOPY) */
     int nstage;                   /* requests with stage 1 */
     int npool;                    /* idle receive slots (UX_CHUNK bytes, mapped) */
@@ -455,6 +465,8 @@ static void req_fail_msg(ux_req_t *r, cohort_status_t st, const char *fmt, ...)
 
 static void conn_fail(ux_conn_t *c, cohort_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+static void conn_ucx_error(ux_conn_t *c, ux_req_t *m, cohort_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 static void accept_hello(ux_conn_t *c, const unsigned char *buf);
 
 static cohort_status_t fail_status(ucs_status_t s)
@@ -472,11 +484,11 @@ static void ctl_sent(ux_req_t *r, ucs_status_t status)
         ep_signal(c->ep);
     }
     if (status != UCS_OK && r->kind != K_BYE)
-        conn_fail(c, fail_status(status), "ucx: rank %d could not send %s to rank %d: %s "
-                  "(UCX); is rank %d still running?", c->ep->rank,
-                  r->kind == K_HELLO ? "its connection hello" :
-                  r->kind == K_HDR ? "a message header" : "its connection answer", c->peer,
-                  ucs_status_string(status), c->peer);
+        conn_ucx_error(c, NULL, fail_status(status), "ucx: rank %d could not send %s to rank "
+                       "%d: %s (UCX); is rank %d still running?", c->ep->rank,
+                       r->kind == K_HELLO ? "its connection hello" :
+                       r->kind == K_HDR ? "a message header" : "its connection answer", c->peer,
+                       ucs_status_string(status), c->peer);
 }
 
 /* For ep_work: post r (stage 1). */
@@ -516,13 +528,13 @@ static void chunk_done(ux_req_t *k, ucs_status_t status, size_t length)
     }
     req_finish(k, COHORT_SUCCESS);
     if (status != UCS_OK && !(status == UCS_ERR_MESSAGE_TRUNCATED && !k->is_send)) {
-        if (c->state != C_FAILED)
-            conn_fail(c, fail_status(status), "ucx: rank %d %s rank %d failed (part %u of %u "
-                      "of a %llu-byte message): %s (UCX); the peer process may have exited or "
-                      "the network failed (UCX_TLS and UCX_NET_DEVICES choose UCX's "
-                      "transports)", c->ep->rank, k->is_send ? "sending to" : "receiving from",
-                      c->peer, k->chunk + 1, m->nchunks, (unsigned long long)len,
-                      ucs_status_string(status));
+        if (!m->done)
+            conn_ucx_error(c, m, fail_status(status), "ucx: rank %d %s rank %d failed (part %u "
+                           "of %u of a %llu-byte message): %s (UCX); the peer process may have "
+                           "exited or the network failed (UCX_TLS and UCX_NET_DEVICES choose "
+                           "UCX's transports)", c->ep->rank,
+                           k->is_send ? "sending to" : "receiving from", c->peer, k->chunk + 1,
+                           m->nchunks, (unsigned long long)len, ucs_status_string(status));
         req_maybe_free(m);
         return;
     }
@@ -568,10 +580,10 @@ static void send_cb(void *request, ucs_status_t status, void *user_data)
         req_finish(r, COHORT_SUCCESS);
     } else if (!r->done) {
         ux_conn_t *c = r->conn;
-        conn_fail(c, fail_status(status), "ucx: rank %d sending %zu bytes to rank %d failed: "
-                  "%s (UCX); the peer process may have exited or the network failed (UCX_TLS "
-                  "and UCX_NET_DEVICES choose UCX's transports)", c->ep->rank, r->len, c->peer,
-                  ucs_status_string(status));
+        conn_ucx_error(c, r, fail_status(status), "ucx: rank %d sending %zu bytes to rank %d "
+                       "failed: %s (UCX); the peer process may have exited or the network "
+                       "failed (UCX_TLS and UCX_NET_DEVICES choose UCX's transports)",
+                       c->ep->rank, r->len, c->peer, ucs_status_string(status));
     }
     req_maybe_free(r);
 }
@@ -630,11 +642,12 @@ static void recv_done(ux_req_t *r, ucs_status_t status, size_t length)
                      "UCX drops a message that does not fit): the ranks called different "
                      "operations or counts", c->ep->rank, (unsigned long long)r->tag, r->len,
                      c->peer, length >= UX_HDR ? length - UX_HDR : length);
-    } else if (status == UCS_ERR_CANCELED && c->state == C_FAILED) {
-        req_finish(r, c->err);
+    } else if (r->done) {
+        /* failed already (conn_fail, the peer's bye, the end of its connection) and cancelled:
+         * UCX only lets go of it */
     } else {
-        conn_fail(c, fail_status(status), "ucx: rank %d receiving from rank %d failed: %s (UCX)",
-                  c->ep->rank, c->peer, ucs_status_string(status));
+        conn_ucx_error(c, r, fail_status(status), "ucx: rank %d receiving from rank %d failed: "
+                       "%s (UCX)", c->ep->rank, c->peer, ucs_status_string(status));
     }
 }
 
@@ -703,9 +716,10 @@ static void req_start(ux_req_t *r, const void *buf, size_t count, ucp_datatype_t
     } else if (UCS_PTR_IS_ERR(p)) {
         ucs_status_t s = UCS_PTR_STATUS(p);
         if (r->kind == K_CHUNK) r->parent->pending--;   /* no callback will come */
-        conn_fail(c, fail_status(s), "ucx: rank %d: %s rank %d failed at once: %s (UCX)",
-                  ep->rank, r->is_send ? "ucp_tag_send_nbx to" : "ucp_tag_recv_nbx from",
-                  c->peer, ucs_status_string(s));
+        conn_ucx_error(c, r->kind == K_CHUNK ? r->parent : r->kind == K_DATA ? r : NULL,
+                       fail_status(s), "ucx: rank %d: %s rank %d failed at once: %s (UCX)",
+                       ep->rank, r->is_send ? "ucp_tag_send_nbx to" : "ucp_tag_recv_nbx from",
+                       c->peer, ucs_status_string(s));
     } else if (r->ncb == ncb) {
         /* UCX holds it until its callback. Not r->done as the test: UCX may have failed the
          * conn inside the call (err_cb: conn_fail finishes every request) and still hold this
@@ -808,13 +822,62 @@ static void conn_fail(ux_conn_t *c, cohort_status_t st, const char *fmt, ...)
     ep_signal(ep);
 }
 
+/* UCX failed an operation of c (m: the message it belongs to, if any) or its ucp_ep (err_cb).
+ * On a ready connection an error that says the connection ended (st PEER_LOST) is judged by
+ * ep_work (conn_lost) after the byes that arrived before it, not here: a peer that closes
+ * after its last sends ends the connection too (over tcp UCX reports "Endpoint timeout" for
+ * it), and what it sent before must still be received. Once the end is judged to be the
+ * peer's close (lost == 2), an error fails only the message it belongs to. */
+static void conn_ucx_error(ux_conn_t *c, ux_req_t *m, cohort_status_t st, const char *fmt, ...)
+{
+    if (c->state == C_FAILED) return;   /* conn_fail has finished every request */
+    char msg[sizeof c->lostmsg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (c->lost == 2) {
+        if (m) req_fail_msg(m, st, "%s", msg);
+        return;
+    }
+    if (c->state == C_READY && st == COHORT_ERR_PEER_LOST) {
+        if (!c->lost) {
+            c->lost = 1;
+            snprintf(c->lostmsg, sizeof c->lostmsg, "%s", msg);
+            c->ep->nlost++;
+            ep_signal(c->ep);
+        }
+        return;
+    }
+    conn_fail(c, st, "%s", msg);
+}
+
+/* Cancels the receives UCX holds for messages of c that have finished (failed). A cancel runs
+ * the request's callback at once, which may free it and its chunks: the walk starts over
+ * after each. */
+static void cancel_finished_recvs(ux_conn_t *c)
+{
+    for (int again = 1; again;) {
+        again = 0;
+        for (ux_req_t *r = c->all; r; r = r->anext) {
+            if (r->is_send || !r->ucx || r->cancelled) continue;
+            if (!(r->kind == K_DATA ? r->done : r->kind == K_CHUNK && r->parent->done)) continue;
+            r->cancelled = 1;
+            ucp_request_cancel(c->ep->worker, r->ucx);
+            again = 1;
+            break;
+        }
+    }
+}
+
 static void err_cb(void *arg, ucp_ep_h uep, ucs_status_t status)
 {
     ux_conn_t *c = (ux_conn_t *)arg;
     (void)uep;
-    conn_fail(c, COHORT_ERR_PEER_LOST, "ucx: rank %d lost rank %d: %s (UCX detected the failure "
-              "of the peer or of the path to it: the peer process exited or crashed, or the "
-              "network failed)", c->ep->rank, c->peer, ucs_status_string(status));
+    conn_ucx_error(c, NULL, COHORT_ERR_PEER_LOST, "ucx: rank %d lost rank %d: %s (UCX detected "
+                   "the failure of the peer or of the path to it: the peer process exited or "
+                   "crashed, or the network failed)", c->ep->rank, c->peer,
+                   ucs_status_string(status));
 }
 
 static ux_conn_t *conn_new(ux_ep_t *ep, int peer, int connector)
@@ -835,6 +898,7 @@ static ux_conn_t *conn_new(ux_ep_t *ep, int peer, int connector)
 static void conn_destroy(ux_conn_t *c)
 {
     ux_ep_t *ep = c->ep;
+    if (c->lost == 1) ep->nlost--;   /* not to be judged any more */
     for (ux_req_t *r = c->all, *next; r; r = next) {
         next = r->anext;
         if (!r->ucx) {
@@ -1167,10 +1231,11 @@ static void ack_arrived(ux_conn_t *c)
 }
 
 /* ---- closing: the bye --------------------------------------------------------------------
- * conn_close sends the peer an authenticated bye carrying how many messages it sent, then closes
- * its ucp_ep with a flush (what it sent still arrives). The peer fails its sends and the
+ * conn_close sends the peer an authenticated bye carrying how many messages it sent, flushes its
+ * ucp_ep (what it sent leaves UCX's buffers), then closes it. The peer fails its sends and the
  * receives beyond that count with COHORT_ERR_PEER_LOST (UCX itself does not tell the other side
- * of a closed ucp_ep). */
+ * of a closed ucp_ep); receives within it still complete once the close has ended the
+ * connection and UCX has reported that as a failure (conn_lost). */
 
 static void bye_encode(const ux_ep_t *ep, int peer, uint64_t nsent, unsigned char *b)
 {
@@ -1227,9 +1292,75 @@ static void post_bye_recv(ux_ep_t *ep)
     post_ctl_recv(ep, &ep->brx, ep->bbuf, UX_BYE_SIZE, UX_KIND_BYE, "closing notices");
 }
 
-/* conn_close of a working connection: the bye (a few bounded progress calls give it time to
- * leave); conn_destroy then closes the ucp_ep (conn_close_uep) after pointing receives UCX has
- * matched at scratch buffers, since the caller may free its own once conn_close returns. */
+/* A receive of c whose message can no longer come: the peer closed after closed_seq messages
+ * and the connection has ended without this one having arrived whole. */
+static void lost_recv(ux_conn_t *c, ux_req_t *r)
+{
+    req_fail_msg(r, COHORT_ERR_PEER_LOST, "ucx: rank %d closed its connection to rank %d after "
+                 "sending %llu message(s), and the connection ended before message %llu of them "
+                 "arrived whole (it was still in flight when that rank closed)", c->peer,
+                 c->ep->rank, (unsigned long long)c->closed_seq,
+                 (unsigned long long)r->seq + 1);
+}
+
+/* ep_work, once every bye that arrived has been taken: UCX reported the end of c (lost == 1).
+ * After the peer's bye, the end is its close (a closing rank destroys its ucp_ep and worker;
+ * over tcp UCX reports "Endpoint timeout" for that), and what it sent before arrived ahead of
+ * the end, since UCX reads a connection in order: those messages wait in UCX's unexpected
+ * queue, and receives of them still complete (posted later: at once, inside req_post). A
+ * receive UCX holds unmatched now waits for one that did not arrive whole: it fails. Without a
+ * bye the peer or the path to it failed: the whole connection fails, as before. */
+static void conn_lost(ux_conn_t *c)
+{
+    ux_ep_t *ep = c->ep;
+    c->lost = 2;
+    ep->nlost--;
+    if (c->state == C_FAILED) return;
+    if (!c->peer_closed) {
+        conn_fail(c, COHORT_ERR_PEER_LOST, "%s", c->lostmsg);
+        return;
+    }
+    ep->host->log(COHORT_LOG_INFO, SUBSYS, "ucx: rank %d: the connection from rank %d ended after "
+                  "its closing notice; the %llu message(s) it sent before it are still received "
+                  "(%llu so far)", ep->rank, c->peer, (unsigned long long)c->closed_seq,
+                  (unsigned long long)c->recv_seq);
+    for (ux_req_t *r = c->all; r; r = r->anext)
+        if (r->kind == K_DATA && !r->is_send && !r->done) lost_recv(c, r);
+    cancel_finished_recvs(c);
+}
+
+static double now_s(void);
+
+/* Flushes c's ucp_ep: what UCX still holds of the messages sent on it leaves before
+ * conn_destroy closes it by force, which would drop it. An eager send completes as soon as UCX
+ * has copied it, and over tcp the copy waits in UCX's buffer while the socket is full; the
+ * peer would miss a message whose send completed here. Bounded: the closes of one burst (a
+ * communicator's end) share UX_CLOSE_FLUSH_S; past it, a peer that does not read fails the
+ * receives of what did not leave (PEER_LOST). Sleeps on the worker's fd, not spinning. */
+static void flush_for_close(ux_conn_t *c)
+{
+    ux_ep_t *ep = c->ep;
+    double now = now_s();
+    if (now > ep->close_by + UX_CLOSE_FLUSH_S) ep->close_by = now + UX_CLOSE_FLUSH_S;
+    ucp_request_param_t prm;
+    memset(&prm, 0, sizeof prm);
+    ucs_status_ptr_t p = ucp_ep_flush_nbx(c->uep, &prm);
+    if (!UCS_PTR_IS_PTR(p)) return;   /* flushed at once, or refused (the ucp_ep has failed) */
+    while (ucp_request_check_status(p) == UCS_INPROGRESS && now_s() < ep->close_by) {
+        if (ucp_worker_progress(ep->worker)) continue;
+        if (ucp_worker_arm(ep->worker) == UCS_OK) {
+            struct pollfd pf = { ep->efd, POLLIN, 0 };
+            (void)poll(&pf, 1, 1);
+        }
+    }
+    ucp_request_free(p);   /* if still in flight, UCX ends it with the forced close */
+    ep->signalled = 0;     /* ucp_worker_arm took the fd's events: the core must look again */
+    ep_signal(ep);
+}
+
+/* conn_close of a working connection: the bye, then the flush above; conn_destroy then closes
+ * the ucp_ep (conn_close_uep) after pointing receives UCX has matched at scratch buffers, since
+ * the caller may free its own once conn_close returns. */
 static void send_bye_and_close(ux_conn_t *c)
 {
     if (!c->uep || c->state != C_READY || c->peer_closed) return;
@@ -1247,7 +1378,7 @@ static void send_bye_and_close(ux_conn_t *c)
     req_start(r, b, UX_BYE_SIZE, ucp_dt_make_contig(1),
               (UX_KIND_BYE << UX_KIND_SHIFT) | ((uint64_t)(unsigned)ep->rank << UX_SEQ_BITS),
               UX_FULL_MASK, NULL);
-    for (int i = 0; i < 8 && !r->done && c->uep; i++) (void)ucp_worker_progress(ep->worker);
+    if (c->uep) flush_for_close(c);
     r->released = 1;
     req_maybe_free(r);
 }
@@ -1342,18 +1473,28 @@ static void post_payloads(ux_ep_t *ep)
             }
 }
 
+static int worker_progress(ux_ep_t *ep);
+
 static void ep_work(ux_ep_t *ep)
 {
+    /* A connection ended (conn_lost below): first take what else has arrived; the peer's last
+     * messages and its bye may come on another of UCX's sockets than the one that ended. */
+    if (ep->nlost) (void)worker_progress(ep);
     if (ep->nstage) post_payloads(ep);
     watch_peers(ep);
     if (ep->hrx.done) hello_arrived(ep);
     post_hello_recv(ep);
-    if (ep->brx.done) bye_arrived(ep);
-    post_bye_recv(ep);
+    /* every bye that has arrived (a repost takes the next one waiting in UCX at once) */
+    for (int i = 0; i <= ep->nranks; i++) {
+        if (ep->brx.done) bye_arrived(ep);
+        post_bye_recv(ep);
+        if (!ep->brx.done) break;
+    }
     for (ux_conn_t *c = ep->conns; c; c = c->next) {
         if (c->ack_rx) ack_arrived(c);
         if (c->ack_sent && c->state == C_CONNECTING) conn_ready(c);
-        if (c->state == C_FAILED && c->uep) conn_close_uep(c);
+        if (c->lost == 1) conn_lost(c);
+        if ((c->state == C_FAILED || c->lost == 2) && c->uep) conn_close_uep(c);
     }
 }
 
@@ -1937,6 +2078,12 @@ static cohort_status_t post(ux_conn_t *c, int is_send, void *buf, size_t len, ui
     *reqp = r;
     if (c->state == C_READY) {
         req_post(r);
+        /* The peer closed and then its connection ended: a message it sent is waiting in UCX
+         * (then the receive completed inside req_post) or will not come. */
+        if (c->lost == 2 && !r->done) {
+            lost_recv(c, r);
+            cancel_finished_recvs(c);
+        }
     } else {
         if (c->def_t) c->def_t->qnext = r;
         else c->def_h = r;
@@ -2006,7 +2153,7 @@ static cohort_status_t ux_test(cohort_tp_req_t reqv, size_t *nbytes)
     if (!r->done) {
         if (worker_progress(ep) > 0 && !r->done) ep_signal(ep);
         watch_peers(ep);
-        if (ep->hrx.done || c->ack_rx || ep->nstage) {
+        if (ep->hrx.done || ep->brx.done || c->ack_rx || ep->nstage || ep->nlost) {
             ep_work(ep);
             ep_signal(ep);
         }
