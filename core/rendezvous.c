@@ -66,9 +66,14 @@ typedef struct rdv_hello {
 
 typedef struct rdv_ack {
     uint32_t magic;
-    int32_t status;      /* 0 ok; else refused */
+    int32_t status;      /* ACK_OK, else why the hello was refused (ACK_*) */
     unsigned char mac[32];
 } rdv_ack_t;
+
+/* Why a hello was refused, for the client's message only: a refusal carries no MAC (the server
+ * may not share the secret), so it is never trusted for anything but the wording. */
+enum { ACK_OK = 0, ACK_REFUSED = -1, ACK_BAD_JOB = -2, ACK_BAD_MAC = -3, ACK_BAD_RANK = -4,
+       ACK_DUPLICATE = -5 };
 
 typedef struct rdv_hdr {
     uint32_t type, round;
@@ -337,7 +342,7 @@ static void addr_host(const char *addr, char *host, size_t len)
     host[n] = '\0';
 }
 
-static void refuse(cohort_rdv_server_t *s, rdv_conn_t *c, const char *why)
+static void refuse(cohort_rdv_server_t *s, rdv_conn_t *c, int32_t code, const char *why)
 {
     char host[INET6_ADDRSTRLEN];
     addr_host(c->addr, host, sizeof host);
@@ -354,7 +359,7 @@ static void refuse(cohort_rdv_server_t *s, rdv_conn_t *c, const char *why)
                    ? " (64 addresses refused: further refusals are logged at INFO only)"
                    : " (further refusals from this address are logged at INFO only)");
     }
-    rdv_ack_t ack = { RDV_MAGIC, -1, { 0 } };
+    rdv_ack_t ack = { RDV_MAGIC, code, { 0 } };
     ssize_t w = send(c->fd, &ack, sizeof ack, MSG_NOSIGNAL);
     (void)w;
     c->rank = -1;
@@ -386,8 +391,8 @@ static void accept_new(cohort_rdv_server_t *s)
                 s->accept_pause_until = since + PENDING_EVICT_NS;
                 return;
             }
-            refuse(s, oldest, "too many connections waiting for a hello at once; dropped the "
-                   "one waiting longest (a port scan or a connection flood?)");
+            refuse(s, oldest, ACK_REFUSED, "too many connections waiting for a hello at once; "
+                   "dropped the one waiting longest (a port scan or a connection flood?)");
         }
         int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
@@ -407,8 +412,8 @@ static void accept_new(cohort_rdv_server_t *s)
                 rdv_conn_t *c = &s->conns[i];
                 if (c->fd >= 0 && c->rank < 0 &&
                     now >= c->deadline_ns - HELLO_TIMEOUT_NS + PENDING_EVICT_NS)
-                    refuse(s, c, "out of descriptors; dropped as it sent no hello within "
-                           "100 ms");
+                    refuse(s, c, ACK_REFUSED, "out of descriptors; dropped as it sent no hello "
+                           "within 100 ms");
             }
             return;
         }
@@ -440,31 +445,31 @@ static void handle_hello(cohort_rdv_server_t *s, rdv_conn_t *c)
     unsigned char mac[32];
     char why[256];
     if (h.magic != RDV_MAGIC || h.version != RDV_VERSION) {
-        refuse(s, c, "not a cohort rendezvous hello (wrong magic or version)");
+        refuse(s, c, ACK_REFUSED, "not a cohort rendezvous hello (wrong magic or version)");
         return;
     }
     h.job_id[COHORT_JOBID_MAX - 1] = '\0';
     if (strcmp(h.job_id, s->job_id)) {
         snprintf(why, sizeof why, "job id '%.63s' is not this job's ('%s'); a rank of another "
                  "job?", h.job_id, s->job_id);
-        refuse(s, c, why);
+        refuse(s, c, ACK_BAD_JOB, why);
         return;
     }
     hello_mac(s->secret, s->secretlen, &h, mac);
     if (!cohort_digest_equal(mac, h.mac, 32)) {
-        refuse(s, c, "bad HMAC (wrong COHORT_SECRET?)");
+        refuse(s, c, ACK_BAD_MAC, "bad HMAC (wrong COHORT_SECRET?)");
         return;
     }
     if (h.nranks != s->nranks || h.rank < 0 || h.rank >= s->nranks) {
         snprintf(why, sizeof why, "rank %d of %d does not fit this job of %d ranks (check "
                  "COHORT_SIZE / WORLD_SIZE on every rank)", h.rank, h.nranks, s->nranks);
-        refuse(s, c, why);
+        refuse(s, c, ACK_BAD_RANK, why);
         return;
     }
     if (s->arrived[h.rank]) {
-        snprintf(why, sizeof why, "rank %d already joined (two processes with the same rank?)",
-                 h.rank);
-        refuse(s, c, why);
+        snprintf(why, sizeof why, "rank %d already joined (a second cohort_comm_init of that "
+                 "rank, or two processes with the same rank?)", h.rank);
+        refuse(s, c, ACK_DUPLICATE, why);
         return;
     }
     c->rank = h.rank;
@@ -749,7 +754,7 @@ cohort_status_t cohort_rdv_server_progress(cohort_rdv_server_t *s, int timeout_m
         rdv_conn_t *c = &s->conns[i];
         if (c->fd < 0) continue;
         if (c->rank < 0 && now > c->deadline_ns) {
-            refuse(s, c, "no hello within 10 s (port scan or a stray client?)");
+            refuse(s, c, ACK_REFUSED, "no hello within 10 s (port scan or a stray client?)");
             continue;
         }
         conn_flush(c);
@@ -950,6 +955,37 @@ static int try_connect(const char *host, int port, uint64_t deadline, int *err)
     return fd;
 }
 
+/* The client's account of a refused hello (the ack's status says why). */
+static cohort_status_t refused(const char *url, int rank, int nranks, const char *job_id,
+                               int32_t why)
+{
+    switch (why) {
+    case ACK_BAD_JOB:
+        return cohort_error(COHORT_ERR_MISMATCH, "the rendezvous at %s serves another job than "
+                            "this rank's '%s' (COHORT_JOB_ID differs between ranks, or another "
+                            "job's server holds this address); refused rank %d", url, job_id,
+                            rank);
+    case ACK_BAD_MAC:
+        return cohort_error(COHORT_ERR_MISMATCH, "the rendezvous at %s refused rank %d of job "
+                            "'%s': its hello was not signed with the job's secret "
+                            "(COHORT_SECRET differs between ranks?)", url, rank, job_id);
+    case ACK_BAD_RANK:
+        return cohort_error(COHORT_ERR_MISMATCH, "the rendezvous at %s refused rank %d of %d: "
+                            "the job it serves has another size, or no rank %d (COHORT_SIZE, "
+                            "WORLD_SIZE or the launcher's size differs between ranks?)", url,
+                            rank, nranks, rank);
+    case ACK_DUPLICATE:
+        return cohort_error(COHORT_ERR_MISMATCH, "the rendezvous at %s refused rank %d: rank %d "
+                            "already joined job '%s'. A process joins a job once: a second "
+                            "cohort_comm_init in one job (make more communicators with "
+                            "cohort_comm_split), or two processes started with the same rank?",
+                            url, rank, rank, job_id);
+    default:
+        return cohort_error(COHORT_ERR_MISMATCH, "the rendezvous at %s refused rank %d of %d "
+                            "(job '%s'); the server's log says why", url, rank, nranks, job_id);
+    }
+}
+
 cohort_status_t cohort_rdv_connect(const char *url, const char *job_id, const void *secret,
                                    size_t secretlen, int rank, int nranks, double timeout_s,
                                    cohort_rdv_client_t **out)
@@ -1003,10 +1039,9 @@ cohort_status_t cohort_rdv_connect(const char *url, const char *job_id, const vo
     if (!st) {
         unsigned char mac[32];
         ack_mac(secret, secretlen, &h, mac);
-        if (ack.magic != RDV_MAGIC || ack.status != 0)
-            st = cohort_error(COHORT_ERR_MISMATCH, "the rendezvous at %s refused rank %d of %d "
-                              "(job %s): wrong job id, secret or rank; the server's log says "
-                              "which", url, rank, nranks, job_id);
+        if (ack.magic != RDV_MAGIC || ack.status != ACK_OK)
+            st = refused(url, rank, nranks, job_id, ack.magic == RDV_MAGIC ? ack.status
+                                                                           : ACK_REFUSED);
         else if (!cohort_digest_equal(mac, ack.mac, 32))
             st = cohort_error(COHORT_ERR_MISMATCH, "the rendezvous at %s did not prove it knows "
                               "the job secret; refusing it (another job on that port?)", url);

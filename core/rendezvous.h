@@ -9,6 +9,9 @@
  * is only spoken between cohort builds of the same ABI; version field guards it):
  *   client -> server  hello  {magic "CHRV", version, job_id[64], rank, nranks, nonce[16], mac[32]}
  *   server -> client  ack    {magic, status, mac[32]}         (mac over "ack"+nonce+rank)
+ *                            status 0: joined; else why it was refused (another job, a bad
+ *                            MAC, a rank that does not fit, a rank that already joined): the
+ *                            client's message says which
  *   client -> server  msg    {type, round, nbytes, payload}   type: GATHER, FAIL, BYE
  *   server -> client  msg    {type, round, nbytes, payload}   type: RESULT, FAIL
  *
