@@ -5,6 +5,7 @@
 #include "core/timeutil.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -842,6 +843,26 @@ struct cohort_rdv_client {
     char url[300];
 };
 
+/* A host name (letters, digits, '.', '-', '_'), or inside brackets an IPv6 address (hex digits,
+ * ':' and '.', then an optional %zone of name characters). */
+static int valid_url_host(const char *h, size_t n, int bracketed)
+{
+    if (n == 0 || h[0] == '-' || h[0] == '.') return 0;
+    int in_zone = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)h[i];
+        int name_char = isalnum(ch) || ch == '.' || ch == '-' || ch == '_';
+        if (!bracketed || in_zone) {
+            if (!name_char) return 0;
+        } else if (ch == '%' && i > 0 && i + 1 < n) {
+            in_zone = 1;
+        } else if (!isxdigit(ch) && ch != ':' && ch != '.') {
+            return 0;
+        }
+    }
+    return !bracketed || memchr(h, ':', n) != NULL;
+}
+
 cohort_status_t cohort_rdv_parse_url(const char *url, char *host, size_t hostlen, int *port)
 {
     if (!url || strncmp(url, "tcp://", 6))
@@ -849,27 +870,36 @@ cohort_status_t cohort_rdv_parse_url(const char *url, char *host, size_t hostlen
                             "tcp://host:port", url ? url : "(null)");
     const char *h = url + 6, *colon;
     size_t hl;
-    if (*h == '[') {
+    int bracketed = *h == '[';
+    if (bracketed) {
         const char *close_br = strchr(h, ']');
         if (!close_br || close_br[1] != ':')
             return cohort_error(COHORT_ERR_INVALID_ARG, "rendezvous address '%s': bad [IPv6] "
-                                "host", url);
+                                "host (expected tcp://[address]:port)", url);
         h++;
         hl = (size_t)(close_br - h);
         colon = close_br + 1;
     } else {
         colon = strrchr(h, ':');
         if (!colon)
-            return cohort_error(COHORT_ERR_INVALID_ARG, "rendezvous address '%s' has no :port",
-                                url);
+            return cohort_error(COHORT_ERR_INVALID_ARG, "rendezvous address '%s' has no :port "
+                                "(expected tcp://host:port)", url);
         hl = (size_t)(colon - h);
     }
     if (hl == 0 || hl >= hostlen)
-        return cohort_error(COHORT_ERR_INVALID_ARG, "rendezvous address '%s': bad host", url);
+        return cohort_error(COHORT_ERR_INVALID_ARG, "rendezvous address '%s': %s host", url,
+                            hl ? "too long a" : "no");
+    if (!valid_url_host(h, hl, bracketed))
+        return cohort_error(COHORT_ERR_INVALID_ARG, "rendezvous address '%s': '%.*s' is not a "
+                            "host name or address%s (expected tcp://host:port, "
+                            "tcp://10.0.0.1:port or tcp://[fe80::1%%eth0]:port)", url, (int)hl,
+                            h, !bracketed && memchr(h, ':', hl) ? "; an IPv6 address goes in "
+                            "brackets" : "");
     char *end;
     errno = 0;
     long p = strtol(colon + 1, &end, 10);
-    if (errno || *end || end == colon + 1 || p < 1 || p > 65535)
+    if (errno || *end || end == colon + 1 || p < 1 || p > 65535 || colon[1] == '-' ||
+        colon[1] == '+' || colon[1] == ' ')
         return cohort_error(COHORT_ERR_INVALID_ARG, "rendezvous address '%s': port '%s' is not "
                             "a number in [1, 65535]", url, colon + 1);
     memcpy(host, h, hl);
@@ -914,15 +944,17 @@ static cohort_status_t io_all(int fd, void *buf, size_t len, int writing, uint64
     return COHORT_SUCCESS;
 }
 
-static int try_connect(const char *host, int port, uint64_t deadline, int *err)
+/* One connection attempt. On failure: *gai is getaddrinfo's error (0 when the name resolved),
+ * else *err the errno of the last address tried. */
+static int try_connect(const char *host, int port, uint64_t deadline, int *err, int *gai)
 {
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                               .ai_flags = AI_NUMERICSERV }, *res = NULL;
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
-    int gai = getaddrinfo(host, ps, &hints, &res);
-    if (gai) {
-        *err = -gai;
+    *gai = getaddrinfo(host, ps, &hints, &res);
+    if (*gai) {
+        *err = *gai == EAI_SYSTEM ? errno : 0;
         return -1;
     }
     int fd = -1;
@@ -1000,17 +1032,31 @@ cohort_status_t cohort_rdv_connect(const char *url, const char *job_id, const vo
                             job_id, COHORT_JOBID_MAX - 1);
     uint64_t deadline = cohort_now_ns() + (uint64_t)(timeout_s * 1e9);
     unsigned backoff_ms = 20;
-    int fd = -1, err = 0, tries = 0;
+    int fd = -1, err = 0, gai = 0, tries = 0;
     for (;;) {
         tries++;
-        fd = try_connect(host, port, deadline, &err);
+        fd = try_connect(host, port, deadline, &err, &gai);
         if (fd >= 0) break;
+        /* A name the resolver says does not exist will not start to: fail now. Only a
+         * temporary resolver failure (EAI_AGAIN) or a refused connection is waited out. */
+        if (gai && gai != EAI_AGAIN && !(gai == EAI_SYSTEM && (err == EINTR || err == EAGAIN)))
+            return cohort_error(COHORT_ERR_INVALID_ARG, "rank %d cannot resolve the rendezvous "
+                                "host '%s' (of %s): %s. Check the name (COHORT_RENDEZVOUS, or "
+                                "MASTER_ADDR under torchrun) and this host's resolver "
+                                "(/etc/hosts, DNS)", rank, host, url,
+                                gai == EAI_SYSTEM ? strerror(err) : gai_strerror(gai));
         if (cohort_now_ns() + (uint64_t)backoff_ms * 1000000ull >= deadline) {
+            char last[400];
+            if (gai)
+                snprintf(last, sizeof last, "cannot resolve '%s': %s", host,
+                         gai == EAI_SYSTEM ? strerror(err) : gai_strerror(gai));
+            else
+                snprintf(last, sizeof last, "%s", strerror(err));
             return cohort_error(COHORT_ERR_TIMEOUT, "rank %d could not reach the rendezvous at "
                                 "%s after %d tries in %.0f s (last error: %s). Is rank 0 (or "
                                 "cohortrun) running, and is %s reachable from this host? "
                                 "COHORT_TIMEOUT sets the wait", rank, url, tries, timeout_s,
-                                err < 0 ? gai_strerror(-err) : strerror(err), host);
+                                last, host);
         }
         struct timespec ts = { (time_t)(backoff_ms / 1000), (long)(backoff_ms % 1000) * 1000000L };
         nanosleep(&ts, NULL);

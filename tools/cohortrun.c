@@ -282,7 +282,8 @@ static void usage(FILE *f)
 "      --version              print the version\n"
 "\n"
 "Every rank gets COHORT_RANK, COHORT_SIZE, COHORT_LOCAL_RANK, COHORT_LOCAL_SIZE,\n"
-"COHORT_RENDEZVOUS, COHORT_JOB_ID and COHORT_SECRET (see docs/launching.md).\n"
+"COHORT_RENDEZVOUS, COHORT_RENDEZVOUS_SERVER, COHORT_JOB_ID and COHORT_SECRET (see\n"
+"docs/launching.md).\n"
 "Exit status: 0 when every rank exits 0; else the first failing rank's status (128+N when it\n"
 "was killed by signal N), 124 when --timeout expires, 128+N when cohortrun gets signal N,\n"
 "127 when a rank cannot be started, 2 for bad usage, 1 for other failures.\n", f);
@@ -714,6 +715,7 @@ static void rank_vars(const job_t *job, const rank_proc_t *p, strv_t *vars)
     strv_push(vars, xasprintf("COHORT_LOCAL_RANK=%d", p->local_rank));
     strv_push(vars, xasprintf("COHORT_LOCAL_SIZE=%d", p->local_size));
     strv_push(vars, xasprintf("COHORT_RENDEZVOUS=%s", job->url));
+    strv_push(vars, xstrdup("COHORT_RENDEZVOUS_SERVER=launcher"));
     strv_push(vars, xasprintf("COHORT_JOB_ID=%s", job->job_id));
     strv_push(vars, xasprintf("COHORT_SECRET=%s", job->secret));
     if (job->o->netif) strv_push(vars, xasprintf("COHORT_SOCKET_IFNAME=%s", job->o->netif));
@@ -1333,7 +1335,9 @@ static int run(job_t *job, double rdv_timeout_s)
             cohort_rdv_server_progress(job->srv, slice);
             if (first_arrival == 0 && cohort_rdv_server_arrived(job->srv) > 0)
                 first_arrival = cohort_now_s();
-            if (cohort_rdv_server_finished(job->srv)) job->srv_active = 0;
+            /* (also once every rank left: a rank that calls cohort_comm_init again is told at
+             * once that it already joined, instead of waiting for an answer until
+             * COHORT_TIMEOUT) */
         }
     }
 
