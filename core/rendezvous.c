@@ -137,6 +137,11 @@ struct cohort_rdv_server {
     unsigned char *arrived;   /* per rank: ever authenticated */
     unsigned char *closed;    /* per rank: connection ended */
     int narrived, nclosed;
+    /* per rank, for cohort_rdv_server_rank_info: the order in which connections closed without
+     * a goodbye (0: not lost), and the rank its first PEER_LOST report was about (-1: none) */
+    int *lost_order;
+    int *blamed;
+    int nlost;
     /* the open round */
     uint32_t round;
     uint64_t round_bytes;
@@ -198,6 +203,7 @@ static void conn_drop(cohort_rdv_server_t *s, rdv_conn_t *c)
     if (c->rank >= 0 && !s->closed[c->rank]) {
         s->closed[c->rank] = 1;
         s->nclosed++;
+        if (!c->bye) s->lost_order[c->rank] = ++s->nlost;
     }
     free(c->in);
     free(c->out);
@@ -265,10 +271,14 @@ cohort_status_t cohort_rdv_server_create(const char *bind_host, int port, int nr
     s->closed = calloc((size_t)nranks, 1);
     s->round_have = calloc((size_t)nranks, 1);
     s->stall_text = calloc((size_t)nranks, sizeof *s->stall_text);
-    if (!s->arrived || !s->closed || !s->round_have || !s->stall_text) {
+    s->lost_order = calloc((size_t)nranks, sizeof *s->lost_order);
+    s->blamed = malloc((size_t)nranks * sizeof *s->blamed);
+    if (!s->arrived || !s->closed || !s->round_have || !s->stall_text || !s->lost_order ||
+        !s->blamed) {
         cohort_rdv_server_destroy(s);
         return cohort_error(COHORT_ERR_NO_MEMORY, "no memory for the rendezvous server");
     }
+    for (int r = 0; r < nranks; r++) s->blamed[r] = -1;
     struct addrinfo hints = { .ai_flags = AI_PASSIVE | AI_NUMERICSERV, .ai_family = AF_UNSPEC,
                               .ai_socktype = SOCK_STREAM }, *res = NULL;
     char portstr[16];
@@ -331,6 +341,26 @@ void cohort_rdv_server_missing(const cohort_rdv_server_t *s, char *buf, size_t l
             }
             used += (size_t)snprintf(buf + used, len - used, "%s%d", shown++ ? "," : "", r);
         }
+}
+
+void cohort_rdv_server_rank_info(const cohort_rdv_server_t *s, int rank,
+                                 cohort_rdv_rank_info_t *info)
+{
+    memset(info, 0, sizeof *info);
+    info->blamed = -1;
+    if (rank < 0 || rank >= s->nranks) return;
+    info->arrived = s->arrived[rank];
+    info->lost_order = s->lost_order[rank];
+    info->left = !s->closed[rank] ? 0 : s->lost_order[rank] ? 2 : 1;
+    info->blamed = s->blamed[rank];
+}
+
+/* A rank's first report that another rank is lost (a PEER_LOST notice or FAIL about it). */
+static void note_blame(cohort_rdv_server_t *s, int from, int about, int32_t status)
+{
+    if (from >= 0 && from < s->nranks && about >= 0 && about < s->nranks && about != from &&
+        status == COHORT_ERR_PEER_LOST && s->blamed[from] < 0)
+        s->blamed[from] = about;
 }
 
 /* The IP of "ip:port" (IPv6 addresses hold colons: the port is after the last one). */
@@ -605,8 +635,13 @@ static int handle_msg(cohort_rdv_server_t *s, rdv_conn_t *c)
         case MSG_FAIL: {
             char msg[900];
             text_of(payload, h.nbytes, msg, sizeof msg);
-            if (h.round) server_fail_code(s, h.round, "%s", msg);   /* a notice: says who */
-            else server_fail(s, "rank %d failed: %s", c->rank, msg);
+            if (h.round) {   /* a notice: says who (fail_code) */
+                note_blame(s, c->rank, (int)(h.round & 0xffff) - 1,
+                           -(int32_t)(h.round >> 16 & 0xff));
+                server_fail_code(s, h.round, "%s", msg);
+            } else {
+                server_fail(s, "rank %d failed: %s", c->rank, msg);
+            }
             break;
         }
         case MSG_NOTICE: {   /* the first failure of each communicator goes to everyone */
@@ -617,9 +652,11 @@ static int handle_msg(cohort_rdv_server_t *s, rdv_conn_t *c)
                 return -1;
             }
             uint64_t id;
-            int32_t about;
+            int32_t about, status;
             memcpy(&id, payload, sizeof id);
             memcpy(&about, payload + 8, sizeof about);
+            memcpy(&status, payload + 12, sizeof status);
+            note_blame(s, c->rank, about, status);
             /* one per communicator and rank it is about (a chain of timeouts: the rank blamed
              * first may blame another in turn) */
             uint64_t key = id ^ ((uint64_t)(uint32_t)about * 0x9e3779b97f4a7c15ull);
@@ -829,6 +866,8 @@ void cohort_rdv_server_destroy(cohort_rdv_server_t *s)
     free(s->conns);
     free(s->arrived);
     free(s->closed);
+    free(s->lost_order);
+    free(s->blamed);
     free(s->round_have);
     free(s->round_data);
     free(s);

@@ -263,6 +263,23 @@ if [ -x "$CR_RDV_CLIENT" ]; then
     check "a rank that never reaches the rendezvous is named after COHORT_TIMEOUT" \
         sh -c '[ '"$rc"' -ne 0 ] && [ '"$elapsed"' -lt 15000 ] &&
                grep -q "rank 1 did not reach the rendezvous within 2 s" "'"$T"'/err"'
+    # Rank 1 exits 0 without joining while ranks 0 and 2 wait for it at the rendezvous: it can
+    # never come, so the job fails at once (not after COHORT_TIMEOUT, 300 s here), naming it,
+    # and the waiting ranks are told why.
+    cr -np 3 "$CR_RDV_CLIENT" --quit 1
+    check "a rank that exits 0 without joining while others wait: exit 1 within 15 s" \
+        sh -c '[ '"$rc"' -eq 1 ] && [ '"$elapsed"' -lt 15000 ]'
+    check "... naming it as exited without joining, in cohortrun's only line about a rank" \
+        sh -c '[ "$(grep -c "^cohortrun: rank" "'"$T"'/err")" -eq 1 ] &&
+               grep -q "^cohortrun: rank 1 (host [^,]*, pid [0-9]*) exited with status 0 without joining the job" "'"$T"'/err"'
+    check "... and the waiting ranks fail naming rank 1" \
+        sh -c '[ "$(grep -c "rank [02]: allgather: bootstrap failed: rank 1 (host .*) exited with status 0 without joining" "'"$T"'/err")" -eq 2 ]'
+    # Rank 1 joins, then ends with _exit(0) (no goodbye); ranks 0 and 2 then fail (exit 1) because
+    # of it: rank 1 is the one named, though its own status is 0 and theirs is not.
+    cr -np 3 "$CR_RDV_CLIENT" --vanish 1
+    check "a rank that vanished (exit 0, no goodbye) and the ranks that failed after it: rank 1 is named, exit 1" \
+        sh -c '[ '"$rc"' -eq 1 ] && [ "$(grep -c "^cohortrun: rank" "'"$T"'/err")" -eq 1 ] &&
+               grep -q "^cohortrun: rank 1 (host [^,]*, pid [0-9]*) exited with status 0 without a goodbye to the job" "'"$T"'/err"'
 else
     echo "# skipping the rendezvous cases: $CR_RDV_CLIENT not built"
 fi
