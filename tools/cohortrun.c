@@ -188,6 +188,33 @@ static int valid_var_name(const char *s, size_t len)
     return 1;
 }
 
+/* The variables cohortrun sets for every rank (rank_vars): -x cannot pass them, since cohortrun's
+ * own value would replace the user's without a word. */
+static const char *const own_vars[] = { "COHORT_RANK", "COHORT_SIZE", "COHORT_LOCAL_RANK",
+                                        "COHORT_LOCAL_SIZE", "COHORT_RENDEZVOUS",
+                                        "COHORT_RENDEZVOUS_SERVER", "COHORT_JOB_ID",
+                                        "COHORT_SECRET", NULL };
+
+static int is_own_var(const char *name)
+{
+    for (int i = 0; own_vars[i]; i++)
+        if (!strcmp(name, own_vars[i])) return 1;
+    return 0;
+}
+
+/* A host name cohortrun can hand to the rsh agent: letters, digits, '.', '-', '_', an IPv6
+ * address's ':' and '%', and ssh's user@host. Anything else (';', '$', spaces, quotes, a
+ * leading '-' that ssh would take for an option) is a typo or worse. */
+static int valid_host_name(const char *h)
+{
+    if (!*h || *h == '-' || *h == '@') return 0;
+    for (const char *p = h; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              strchr(".-_:%@", *p)))
+            return 0;
+    return 1;
+}
+
 /* Quote one word for a POSIX shell (what ssh hands the remote command line to). */
 static char *shell_quote(const char *w)
 {
@@ -286,7 +313,7 @@ static void usage(FILE *f)
 "\n"
 "Every rank gets COHORT_RANK, COHORT_SIZE, COHORT_LOCAL_RANK, COHORT_LOCAL_SIZE,\n"
 "COHORT_RENDEZVOUS, COHORT_RENDEZVOUS_SERVER, COHORT_JOB_ID and COHORT_SECRET (see\n"
-"docs/launching.md).\n"
+"docs/launching.md); -x cannot set these.\n"
 "Exit status: 0 when every rank exits 0; else the status of the rank named as the cause\n"
 "(128+N when it was killed by signal N), 124 when --timeout expires, 128+N when cohortrun\n"
 "gets signal N, 127 when a rank cannot be started, 2 for bad usage, 1 for other failures.\n", f);
@@ -348,6 +375,9 @@ static void parse_options(int argc, char **argv, opts_t *o)
             xvar_t *x = &o->xvars[o->nx++];
             x->name = xcalloc(nl + 1, 1);
             memcpy(x->name, v, nl);
+            if (is_own_var(x->name))
+                usage_error("-x %s: cohortrun sets %s itself for every rank (see --help), so "
+                            "the value given would be replaced; remove it", x->name, x->name);
             const char *val = eq ? eq + 1 : getenv(x->name);
             x->value = val ? xstrdup(val) : NULL;
             if (!val)
@@ -380,6 +410,11 @@ static void parse_options(int argc, char **argv, opts_t *o)
     o->cmd = argv + i;
     o->ncmd = argc - i;
     if (o->hostlist && o->hostfile) usage_error("give either -H or --hostfile, not both");
+    for (int k = 0; o->netif && k < o->nx; k++)
+        if (!strcmp(o->xvars[k].name, "COHORT_SOCKET_IFNAME") && o->xvars[k].value &&
+            strcmp(o->xvars[k].value, o->netif))
+            usage_error("--network-interface %s and -x COHORT_SOCKET_IFNAME=%s disagree; give "
+                        "one of them", o->netif, o->xvars[k].value);
     if (!o->np_given && !o->hostlist && !o->hostfile)
         usage_error("-np N is required (or -H/--hostfile, whose slots then give N)");
 }
@@ -522,6 +557,11 @@ static void place_ranks(job_t *job)
         quiet_end();
         if (st) usage_error("%s", cohort_last_error());
         if (nhosts <= 0) usage_error("%s names no hosts", o->hostlist ? "-H" : o->hostfile);
+        for (int h = 0; h < nhosts; h++)
+            if (!valid_host_name(hosts[h].host))
+                usage_error("%s'%s': '%s' is not a host name (letters, digits, '.', '-' and '_'; "
+                            "an IPv6 address; user@host)", o->hostlist ? "-H " : "--hostfile ",
+                            o->hostlist ? o->hostlist : o->hostfile, hosts[h].host);
     } else {
         hosts = xcalloc(1, sizeof *hosts);
         if (gethostname(hosts[0].host, sizeof hosts[0].host) != 0 || !hosts[0].host[0])
@@ -530,10 +570,24 @@ static void place_ranks(job_t *job)
         hosts[0].slots = o->np_given ? (int)o->np : 1;
         nhosts = 1;
     }
-    long total = 0;
-    for (int h = 0; h < nhosts; h++) total += hosts[h].slots > 0 ? hosts[h].slots : 0;
+    long total = 0, most = 0;   /* slots, and what max_slots allows when oversubscribing */
+    for (int h = 0; h < nhosts; h++) {
+        total += hosts[h].slots > 0 ? hosts[h].slots : 0;
+        most = most == LONG_MAX || !hosts[h].max_slots ? LONG_MAX : most + hosts[h].max_slots;
+    }
     long n = o->np_given ? o->np : total;
     if (n < 1) usage_error("the host list has no slots");
+    if (n > total && o->oversubscribe && n > most) {
+        char list[1024] = "";
+        size_t used = 0;
+        for (int h = 0; h < nhosts && used < sizeof list - 64; h++)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s max_slots=%d",
+                                     h ? ", " : "", hosts[h].host, hosts[h].max_slots);
+        if (used >= sizeof list - 64) snprintf(list + used, sizeof list - used, ", ...");
+        usage_error("%ld ranks requested but the hostfile's max_slots allow at most %ld even "
+                    "with --oversubscribe (%s); give fewer ranks or raise max_slots", n, most,
+                    list);
+    }
     if (n > total && !o->oversubscribe) {
         char list[1024] = "";
         size_t used = 0;
@@ -548,7 +602,8 @@ static void place_ranks(job_t *job)
     /* The host of each rank. slot: fill each host's slots in order; beyond the slots
      * (--oversubscribe) one more per host round-robin; ranks stay contiguous per host.
      * node: one rank per host in turn, skipping hosts whose slots are full; once every host is
-     * full (--oversubscribe), round-robin over all of them. */
+     * full (--oversubscribe), round-robin over all of them. Beyond the slots, a host at its
+     * max_slots gets no more (n <= most: the loops end). */
     long *count = xcalloc((size_t)nhosts, sizeof *count);
     int *host_of = xcalloc((size_t)n, sizeof *host_of);
     if (!o->map_by_node) {
@@ -557,10 +612,11 @@ static void place_ranks(job_t *job)
             count[h] = hosts[h].slots < left ? hosts[h].slots : left;
             left -= count[h];
         }
-        for (int h = 0; left > 0; h = (h + 1) % nhosts) {
-            count[h]++;
-            left--;
-        }
+        for (int h = 0; left > 0; h = (h + 1) % nhosts)
+            if (!hosts[h].max_slots || count[h] < hosts[h].max_slots) {
+                count[h]++;
+                left--;
+            }
         long r = 0;
         for (int h = 0; h < nhosts; h++)
             for (long k = 0; k < count[h]; k++) host_of[r++] = h;
@@ -575,10 +631,11 @@ static void place_ranks(job_t *job)
                     placed = 1;
                 }
             if (!placed)   /* every host is full: the extra ranks go round-robin */
-                for (int h = 0; h < nhosts && r < n; h++) {
-                    count[h]++;
-                    host_of[r++] = h;
-                }
+                for (int h = 0; h < nhosts && r < n; h++)
+                    if (!hosts[h].max_slots || count[h] < hosts[h].max_slots) {
+                        count[h]++;
+                        host_of[r++] = h;
+                    }
         }
     }
     job->n = (int)n;
