@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,19 +47,32 @@ static cohort_status_t env_int(const char *name, long max, int *out)
     return st;
 }
 
-static void derive_job_id(cohort_identity_t *id)
+static cohort_status_t derive_job_id(cohort_identity_t *id)
 {
     const char *v;
     char buf[256];
-    if ((v = getenv("COHORT_JOB_ID")) && *v) snprintf(buf, sizeof buf, "%s", v);
-    else if ((v = getenv("OMPI_MCA_ess_base_jobid")) && *v) snprintf(buf, sizeof buf, "ompi-%s", v);
-    else if ((v = getenv("PMIX_NAMESPACE")) && *v) snprintf(buf, sizeof buf, "pmix-%s", v);
-    else if ((v = getenv("SLURM_JOB_ID")) && *v) {
+    if ((v = getenv("COHORT_JOB_ID")) && *v) {
+        /* the user's own name for the job: cut short, two jobs could end up with one id */
+        if (strlen(v) >= COHORT_JOBID_MAX)
+            return cohort_error(COHORT_ERR_INVALID_ARG, "COHORT_JOB_ID='%.40s...' is %zu "
+                                "characters long; at most %d are allowed (choose a shorter "
+                                "job id, the same on every rank)", v, strlen(v),
+                                COHORT_JOBID_MAX - 1);
+        snprintf(buf, sizeof buf, "%s", v);
+    } else if ((v = getenv("OMPI_MCA_ess_base_jobid")) && *v) {
+        snprintf(buf, sizeof buf, "ompi-%s", v);
+    } else if ((v = getenv("PMIX_NAMESPACE")) && *v) {
+        snprintf(buf, sizeof buf, "pmix-%s", v);
+    } else if ((v = getenv("SLURM_JOB_ID")) && *v) {
         const char *step = getenv("SLURM_STEP_ID");
         snprintf(buf, sizeof buf, "slurm-%s.%s", v, step ? step : "0");
-    } else if ((v = getenv("TORCHELASTIC_RUN_ID")) && *v) snprintf(buf, sizeof buf, "torch-%s", v);
-    else snprintf(buf, sizeof buf, "rdv-%.200s", id->rendezvous);
+    } else if ((v = getenv("TORCHELASTIC_RUN_ID")) && *v) {
+        snprintf(buf, sizeof buf, "torch-%s", v);
+    } else {
+        snprintf(buf, sizeof buf, "rdv-%.200s", id->rendezvous);
+    }
     snprintf(id->job_id, sizeof id->job_id, "%.63s", buf);
+    return COHORT_SUCCESS;
 }
 
 cohort_status_t cohort_identity_from_env(cohort_identity_t *id)
@@ -83,11 +97,16 @@ cohort_status_t cohort_identity_from_env(cohort_identity_t *id)
                             "%s=%s)", L->name, id->rank, id->nranks, L->rank, getenv(L->rank),
                             L->size, getenv(L->size));
     const char *rdv = cohort_config_get("COHORT_RENDEZVOUS");
-    id->external_server = 0;
+    /* Who serves the rendezvous: cohortrun says it does (COHORT_RENDEZVOUS_SERVER=launcher);
+     * otherwise rank 0 hosts it, whatever else is set (a job id, a secret, COHORT_RANK). */
+    const char *served = getenv("COHORT_RENDEZVOUS_SERVER");
+    if (served && *served && strcasecmp(served, "launcher") && strcasecmp(served, "rank0"))
+        return cohort_error(COHORT_ERR_INVALID_ARG, "COHORT_RENDEZVOUS_SERVER='%.64s' must be "
+                            "'launcher' (cohortrun sets it: it serves the rendezvous) or "
+                            "'rank0' (rank 0 hosts it, the default)", served);
+    id->external_server = served && !strcasecmp(served, "launcher");
     if (rdv && *rdv) {
         snprintf(id->rendezvous, sizeof id->rendezvous, "%s", rdv);
-        /* cohortrun sets COHORT_RANK and hosts the server itself. */
-        id->external_server = !strcmp(L->name, "cohortrun") && getenv("COHORT_JOB_ID");
     } else {
         const char *ma = getenv("MASTER_ADDR"), *mp = getenv("MASTER_PORT");
         if (ma && *ma && mp && *mp) {
@@ -108,7 +127,12 @@ cohort_status_t cohort_identity_from_env(cohort_identity_t *id)
         id->nranks > 1)
         return cohort_error(COHORT_ERR_INVALID_ARG, "COHORT_RENDEZVOUS='%s' must be "
                             "tcp://host:port or file://<directory>", id->rendezvous);
-    derive_job_id(id);
+    if (id->external_server && id->nranks > 1 && strncmp(id->rendezvous, "tcp://", 6))
+        return cohort_error(COHORT_ERR_INVALID_ARG, "COHORT_RENDEZVOUS_SERVER=launcher says the "
+                            "launcher serves the rendezvous, but COHORT_RENDEZVOUS='%s' is not "
+                            "its tcp://host:port (unset COHORT_RENDEZVOUS_SERVER when rank 0 "
+                            "should host it)", id->rendezvous);
+    if ((st = derive_job_id(id))) return st;
     const char *secret = cohort_config_get("COHORT_SECRET");
     if (secret && *secret) {
         size_t sl = strlen(secret);
@@ -140,12 +164,26 @@ typedef struct rdv_boot {
     cohort_bootstrap_t base;
     cohort_rdv_client_t *cl;
     double timeout_s;
+    char published[560];   /* rank 0 with file://: the address file, until every rank joined */
 } rdv_boot_t;
+
+/* The address file is only for finding rank 0: once every rank has joined (the first round is
+ * complete) or the bootstrap ends, rank 0 removes it, so that no later job with the same id
+ * reads a dead address from it. */
+static void unpublish(char *path)
+{
+    if (path[0] && unlink(path) != 0 && errno != ENOENT)
+        COHORT_INFO(SUBSYS, "cannot remove the rendezvous address file %s: %s", path,
+                    strerror(errno));
+    path[0] = '\0';
+}
 
 static cohort_status_t rdv_allgather(cohort_bootstrap_t *b, const void *s, void *r, size_t n)
 {
     rdv_boot_t *rb = (rdv_boot_t *)b;
-    return cohort_rdv_allgather(rb->cl, s, r, n, rb->timeout_s);
+    cohort_status_t st = cohort_rdv_allgather(rb->cl, s, r, n, rb->timeout_s);
+    if (!st) unpublish(rb->published);
+    return st;
 }
 
 static void rdv_fail(cohort_bootstrap_t *b, const char *msg)
@@ -160,7 +198,9 @@ static cohort_status_t rdv_check(cohort_bootstrap_t *b)
 
 static void rdv_close(cohort_bootstrap_t *b)
 {
-    cohort_rdv_close(((rdv_boot_t *)b)->cl);
+    rdv_boot_t *rb = (rdv_boot_t *)b;
+    unpublish(rb->published);
+    cohort_rdv_close(rb->cl);
     free(b);
 }
 
@@ -173,39 +213,36 @@ cohort_rdv_client_t *cohort_bootstrap_take_rdv(cohort_bootstrap_t *b)
     return cl;
 }
 
-/* file://dir: rank 0 publishes its server's tcp:// address in dir; the others read it. */
-static cohort_status_t file_rendezvous(const cohort_identity_t *id, int port, char *url,
-                                       size_t len, double timeout_s)
+/* file://dir: the file where rank 0 publishes its server's tcp:// address. */
+static void rdv_file_path(const cohort_identity_t *id, char *path, size_t len)
 {
-    const char *dir = id->rendezvous + 7;
-    char path[512], tmp[560];
     char safe[COHORT_JOBID_MAX];
     snprintf(safe, sizeof safe, "%s", id->job_id);
     for (char *p = safe; *p; p++)
         if (*p == '/' || *p == ':') *p = '_';
-    snprintf(path, sizeof path, "%s/cohort-%s.rdv", dir, safe);
-    if (id->rank == 0) {
-        const cohort_netif_t *ifs;
-        int n;
-        cohort_status_t st = cohort_netifs(&ifs, &n);
-        if (st) return st;
-        char addr[INET6_ADDRSTRLEN] = "127.0.0.1";
-        if (n > 0) inet_ntop(ifs[0].family, ifs[0].addr, addr, sizeof addr);
-        snprintf(url, len, ifs && n > 0 && ifs[0].family == AF_INET6 ? "tcp://[%s]:%d"
-                 : "tcp://%s:%d", addr, port);
-        snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
-        FILE *f = fopen(tmp, "w");
-        if (!f || fprintf(f, "%s\n", url) < 0 || fclose(f) != 0 || rename(tmp, path) != 0) {
-            int e = errno;
-            if (f) unlink(tmp);
-            return cohort_error(COHORT_ERR_SYSTEM, "rank 0 cannot publish the rendezvous "
-                                "address in %s: %s (COHORT_RENDEZVOUS=file://<dir> needs a "
-                                "directory writable by rank 0 and shared by all ranks)", path,
-                                strerror(e));
-        }
-        return COHORT_SUCCESS;
+    snprintf(path, len, "%s/cohort-%s.rdv", id->rendezvous + 7, safe);
+}
+
+/* Rank 0: writes url (its server's address) to path, atomically. */
+static cohort_status_t publish(const char *path, const char *url)
+{
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%s\n", url) < 0 || fclose(f) != 0 || rename(tmp, path) != 0) {
+        int e = errno;
+        if (f) unlink(tmp);
+        return cohort_error(COHORT_ERR_SYSTEM, "rank 0 cannot publish the rendezvous address in "
+                            "%s: %s (COHORT_RENDEZVOUS=file://<dir> needs a directory writable "
+                            "by rank 0 and shared by all ranks)", path, strerror(e));
     }
-    uint64_t deadline = cohort_now_ns() + (uint64_t)(timeout_s * 1e9);
+    return COHORT_SUCCESS;
+}
+
+/* The other ranks: read the address rank 0 published, waiting for the file until deadline. */
+static cohort_status_t read_published(const cohort_identity_t *id, const char *path, char *url,
+                                      size_t len, uint64_t deadline, double timeout_s)
+{
     for (unsigned ms = 10;; ms = ms < 500 ? ms * 2 : ms) {
         FILE *f = fopen(path, "r");
         if (f) {
@@ -225,45 +262,98 @@ static cohort_status_t file_rendezvous(const cohort_identity_t *id, int port, ch
     }
 }
 
+/* The other ranks with file://: the address in the file, then connect. A file left by an
+ * earlier job with the same id (its rank 0 killed before it could remove it) names a dead
+ * address: when that cannot be reached, the file is read again, since this job's rank 0
+ * replaces it. */
+static cohort_status_t connect_published(const cohort_identity_t *id, double timeout_s,
+                                         cohort_rdv_client_t **cl)
+{
+    char path[512], url[320];
+    rdv_file_path(id, path, sizeof path);
+    uint64_t deadline = cohort_now_ns() + (uint64_t)(timeout_s * 1e9);
+    for (;;) {
+        cohort_status_t st = read_published(id, path, url, sizeof url, deadline, timeout_s);
+        if (st) return st;
+        uint64_t now = cohort_now_ns();
+        double left = now < deadline ? (double)(deadline - now) * 1e-9 : 0;
+        st = cohort_rdv_connect(url, id->job_id, id->secret, id->secretlen, id->rank,
+                                id->nranks, left < 2 ? left : 2, cl);
+        if (st != COHORT_ERR_TIMEOUT) return st;
+        if (cohort_now_ns() >= deadline) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", cohort_last_error());
+            return cohort_error(COHORT_ERR_TIMEOUT, "rank %d could not reach the rendezvous "
+                                "address %s, which rank 0 published in %s, within %.0f s: %s",
+                                id->rank, url, path, timeout_s, why);
+        }
+        COHORT_INFO(SUBSYS, "rank %d cannot reach %s (read from %s) yet; reading the file "
+                    "again", id->rank, url, path);
+    }
+}
+
 cohort_status_t cohort_bootstrap_rdv(const cohort_identity_t *id, double timeout_s,
                                      cohort_bootstrap_t **out, cohort_rdv_server_t **server)
 {
     *out = NULL;
     *server = NULL;
+    /* One job per process (core/jobctl.h): a second cohort_comm_init while the first world
+     * lives would only be refused by the rendezvous, or collide with rank 0's own server. */
+    int joined_as;
+    if (cohort_jobctl_joined(&joined_as))
+        return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_init: this process already "
+                            "joined its job as rank %d (job '%s'), and that world "
+                            "communicator is still alive. A process joins a job once: make "
+                            "more communicators with cohort_comm_split, or pass the one you "
+                            "have", joined_as, id->job_id);
     char url[320];
     snprintf(url, sizeof url, "%s", id->rendezvous);
     int is_file = !strncmp(url, "file://", 7);
-    cohort_status_t st;
+    cohort_status_t st = COHORT_SUCCESS;
+    rdv_boot_t *rb = calloc(1, sizeof *rb);
+    if (!rb) return cohort_error(COHORT_ERR_NO_MEMORY, "no memory for the bootstrap");
     if (id->rank == 0 && !id->external_server) {
         int port = 0;
         char host[256];
-        if (!is_file && (st = cohort_rdv_parse_url(url, host, sizeof host, &port))) return st;
+        if (!is_file && (st = cohort_rdv_parse_url(url, host, sizeof host, &port))) {
+            free(rb);
+            return st;
+        }
         st = cohort_rdv_server_create(NULL, port, id->nranks, id->job_id, id->secret,
                                       id->secretlen, server);
         if (!st) st = cohort_rdv_server_start_thread(*server);
         if (st) {
             cohort_rdv_server_destroy(*server);
             *server = NULL;
+            free(rb);
             cohort_error_prefix("rank 0 hosting the rendezvous for %s", id->launcher);
             return st;
         }
-        if (is_file) st = file_rendezvous(id, cohort_rdv_server_port(*server), url, sizeof url,
-                                          timeout_s);
+        if (is_file) {
+            const cohort_netif_t *ifs;
+            int n;
+            st = cohort_netifs(&ifs, &n);
+            char addr[INET6_ADDRSTRLEN] = "127.0.0.1";
+            if (!st && n > 0) inet_ntop(ifs[0].family, ifs[0].addr, addr, sizeof addr);
+            snprintf(url, sizeof url, !st && n > 0 && ifs[0].family == AF_INET6
+                     ? "tcp://[%s]:%d" : "tcp://%s:%d", addr, cohort_rdv_server_port(*server));
+            char path[512];
+            rdv_file_path(id, path, sizeof path);
+            if (!st) st = publish(path, url);
+            if (!st) snprintf(rb->published, sizeof rb->published, "%s", path);
+        }
         /* Rank 0 reaches its own server over loopback. */
         if (!st) snprintf(url, sizeof url, "tcp://127.0.0.1:%d", cohort_rdv_server_port(*server));
+        if (!st) st = cohort_rdv_connect(url, id->job_id, id->secret, id->secretlen, id->rank,
+                                         id->nranks, timeout_s, &rb->cl);
     } else if (is_file) {
-        st = file_rendezvous(id, 0, url, sizeof url, timeout_s);
+        st = connect_published(id, timeout_s, &rb->cl);
     } else {
-        st = COHORT_SUCCESS;
+        st = cohort_rdv_connect(url, id->job_id, id->secret, id->secretlen, id->rank,
+                                id->nranks, timeout_s, &rb->cl);
     }
-    rdv_boot_t *rb = NULL;
-    if (!st) {
-        rb = calloc(1, sizeof *rb);
-        if (!rb) st = cohort_error(COHORT_ERR_NO_MEMORY, "no memory for the bootstrap");
-    }
-    if (!st) st = cohort_rdv_connect(url, id->job_id, id->secret, id->secretlen, id->rank,
-                                     id->nranks, timeout_s, &rb->cl);
     if (st) {
+        unpublish(rb->published);
         free(rb);
         if (*server) {
             cohort_rdv_server_destroy(*server);

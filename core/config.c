@@ -78,6 +78,8 @@ static const cohort_setting_t settings[] = {
     { "COHORT_RENDEZVOUS", NULL,
       "tcp://host:port where ranks meet (rank 0 hosts it unless cohortrun does), or file://dir",
       SPECIAL },
+    { "COHORT_RENDEZVOUS_SERVER", "rank0", "who serves COHORT_RENDEZVOUS: rank0 (rank 0 hosts "
+      "it) or launcher (set by cohortrun, which serves it itself)", WORDS("rank0|launcher") },
     { "COHORT_JOB_ID", NULL, "job identity; set by cohortrun, else derived from the launcher",
       TEXT(63) },
     { "COHORT_SECRET", NULL,

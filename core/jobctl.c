@@ -126,6 +126,15 @@ void cohort_jobctl_detach(void)
 
 int cohort_jobctl_fd(void) { return atomic_load(&g_fd); }
 
+int cohort_jobctl_joined(int *rank)
+{
+    pthread_mutex_lock(&mu);
+    int joined = g_cl != NULL && g_owner == getpid();
+    if (joined) *rank = g_rank;
+    pthread_mutex_unlock(&mu);
+    return joined;
+}
+
 unsigned cohort_jobctl_failures(void) { return atomic_load(&g_nfail); }
 
 /* Runs before every collective (an 8-byte broadcast takes 0.09 us): the coarse clock (4 ms ticks

@@ -23,6 +23,9 @@ void cohort_jobctl_attach(cohort_rdv_client_t *cl, cohort_rdv_server_t *srv, int
                           int server_rank);
 /* Normal end: goodbye to the server; a hosted server tells the others it ends, then stops. */
 void cohort_jobctl_detach(void);
+/* 1 when this process joined a job with cohort_comm_init and its world communicator still
+ * holds the channel; *rank: the rank it joined as. */
+int cohort_jobctl_joined(int *rank);
 /* For poll() while sleeping: readable when a notice came. -1 without a channel. */
 int cohort_jobctl_fd(void);
 /* Non-blocking. COHORT_SUCCESS, or (with a message naming the rank at fault) the job's failure

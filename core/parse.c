@@ -495,8 +495,9 @@ static int valid_host(span_t h)
     return 1;
 }
 
-/* Appends host, or adds the slots to an earlier entry for the same host (as Open MPI does). */
-static cohort_status_t add_host(host_list_t *l, span_t host, long slots)
+/* Appends host, or adds the slots to an earlier entry for the same host (as Open MPI does);
+ * max_slots (0: none) adds up too, and a host with a line without it has no limit. */
+static cohort_status_t add_host(host_list_t *l, span_t host, long slots, long max_slots)
 {
     for (int i = 0; i < l->n; i++) {
         if (span_eq(host, l->v[i].host)) {
@@ -504,6 +505,9 @@ static cohort_status_t add_host(host_list_t *l, span_t host, long slots)
                 return cohort_error(COHORT_ERR_INVALID_ARG, "host '%s' has more than %d slots "
                                     "in all", l->v[i].host, INT_MAX);
             l->v[i].slots += (int)slots;
+            l->v[i].max_slots = l->v[i].max_slots && max_slots &&
+                                l->v[i].max_slots <= INT_MAX - max_slots
+                                ? l->v[i].max_slots + (int)max_slots : 0;
             return COHORT_SUCCESS;
         }
     }
@@ -520,12 +524,13 @@ static cohort_status_t add_host(host_list_t *l, span_t host, long slots)
     memset(h, 0, sizeof *h);
     span_copy(host, h->host, sizeof h->host);
     h->slots = (int)slots;
+    h->max_slots = (int)max_slots;
     return COHORT_SUCCESS;
 }
 
 /* One `key=value` (spaces allowed around '=') starting s; *rest is what follows. NULL on
  * success, else the reason. */
-static const char *hostfile_option(span_t s, long *slots, span_t *rest)
+static const char *hostfile_option(span_t s, long *slots, long *max_slots, span_t *rest)
 {
     long v;
     span_t key = span_token(s, '=');
@@ -534,16 +539,15 @@ static const char *hostfile_option(span_t s, long *slots, span_t *rest)
         return "expected key=value after the host name, e.g. slots=4";
     int is_slots = span_eq(key, "slots");
     if (!is_slots && !span_eq(key, "max_slots") && !span_eq(key, "max-slots"))
-        return "unknown key (expected slots=N)";
+        return "unknown key (expected slots=N or max_slots=N)";
     after = span_trim(span_skip(after, 1));
     span_t val = span_token(after, '\0');
     if (scan_long(val, 1, SLOTS_MAX, &v) != SCAN_OK)
         return "the value must be a whole number in [1, 1048576]";
-    if (is_slots) {
-        if (*slots > 0)
-            return "slots given twice";
-        *slots = v;
-    }                                  /* max_slots is checked, then ignored */
+    long *dst = is_slots ? slots : max_slots;
+    if (*dst > 0)
+        return is_slots ? "slots given twice" : "max_slots given twice";
+    *dst = v;
     *rest = span_trim(span_skip(after, val.n));
     return NULL;
 }
@@ -558,16 +562,19 @@ static cohort_status_t hostfile_line(const char *what, int lineno, span_t line, 
     span_t host = span_token(body, '\0');
     span_t rest = span_trim(span_skip(body, host.n));
     const char *why = NULL;
-    long slots = 0;
+    long slots = 0, max_slots = 0;
     if (!valid_host(host))
         why = memchr(host.p, '=', host.n) ? "the line must start with a host name"
                                           : "not a valid host name";
     while (why == NULL && rest.n > 0)
-        why = hostfile_option(rest, &slots, &rest);
+        why = hostfile_option(rest, &slots, &max_slots, &rest);
+    if (why == NULL && max_slots > 0 && slots > max_slots)
+        why = "max_slots is less than slots";
     if (why != NULL)
         return cohort_error(COHORT_ERR_INVALID_ARG, "%s:%d: '%s': %s (lines look like "
                             "'node1 slots=4')", what, lineno, quote(span_trim(line), q), why);
-    return add_host(l, host, slots > 0 ? slots : 1);
+    /* max_slots alone: that many slots (as Open MPI reads it) */
+    return add_host(l, host, slots > 0 ? slots : max_slots > 0 ? max_slots : 1, max_slots);
 }
 
 static cohort_status_t hosts_done(cohort_status_t st, host_list_t *l, const char *what,
@@ -787,7 +794,7 @@ cohort_status_t cohort_hostlist_parse(const char *text, cohort_host_slots_t **ho
             st = cohort_error(COHORT_ERR_INVALID_ARG, "-H %s: %s (expected host:slots,host,...)",
                               where(all, e, w), why);
         else
-            st = add_host(&l, host, slots);
+            st = add_host(&l, host, slots, 0);
     }
     return hosts_done(st, &l, "-H list", hosts, count);
 }

@@ -47,6 +47,7 @@ int cohort_ifspec_match(const cohort_ifspec_t *spec, const char *ifname, int fam
 typedef struct cohort_host_slots {
     char host[256];
     int slots;
+    int max_slots;   /* hostfile `max_slots=N`: no more ranks even when oversubscribing; 0: none */
 } cohort_host_slots_t;
 /* *hosts is malloc'd (free it); *count entries. */
 cohort_status_t cohort_hostfile_parse(const char *path, cohort_host_slots_t **hosts, int *count);

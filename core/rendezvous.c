@@ -5,6 +5,7 @@
 #include "core/timeutil.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -66,9 +67,14 @@ typedef struct rdv_hello {
 
 typedef struct rdv_ack {
     uint32_t magic;
-    int32_t status;      /* 0 ok; else refused */
+    int32_t status;      /* ACK_OK, else why the hello was refused (ACK_*) */
     unsigned char mac[32];
 } rdv_ack_t;
+
+/* Why a hello was refused, for the client's message only: a refusal carries no MAC (the server
+ * may not share the secret), so it is never trusted for anything but the wording. */
+enum { ACK_OK = 0, ACK_REFUSED = -1, ACK_BAD_JOB = -2, ACK_BAD_MAC = -3, ACK_BAD_RANK = -4,
+       ACK_DUPLICATE = -5 };
 
 typedef struct rdv_hdr {
     uint32_t type, round;
@@ -131,6 +137,11 @@ struct cohort_rdv_server {
     unsigned char *arrived;   /* per rank: ever authenticated */
     unsigned char *closed;    /* per rank: connection ended */
     int narrived, nclosed;
+    /* per rank, for cohort_rdv_server_rank_info: the order in which connections closed without
+     * a goodbye (0: not lost), and the rank its first PEER_LOST report was about (-1: none) */
+    int *lost_order;
+    int *blamed;
+    int nlost;
     /* the open round */
     uint32_t round;
     uint64_t round_bytes;
@@ -192,6 +203,7 @@ static void conn_drop(cohort_rdv_server_t *s, rdv_conn_t *c)
     if (c->rank >= 0 && !s->closed[c->rank]) {
         s->closed[c->rank] = 1;
         s->nclosed++;
+        if (!c->bye) s->lost_order[c->rank] = ++s->nlost;
     }
     free(c->in);
     free(c->out);
@@ -259,10 +271,14 @@ cohort_status_t cohort_rdv_server_create(const char *bind_host, int port, int nr
     s->closed = calloc((size_t)nranks, 1);
     s->round_have = calloc((size_t)nranks, 1);
     s->stall_text = calloc((size_t)nranks, sizeof *s->stall_text);
-    if (!s->arrived || !s->closed || !s->round_have || !s->stall_text) {
+    s->lost_order = calloc((size_t)nranks, sizeof *s->lost_order);
+    s->blamed = malloc((size_t)nranks * sizeof *s->blamed);
+    if (!s->arrived || !s->closed || !s->round_have || !s->stall_text || !s->lost_order ||
+        !s->blamed) {
         cohort_rdv_server_destroy(s);
         return cohort_error(COHORT_ERR_NO_MEMORY, "no memory for the rendezvous server");
     }
+    for (int r = 0; r < nranks; r++) s->blamed[r] = -1;
     struct addrinfo hints = { .ai_flags = AI_PASSIVE | AI_NUMERICSERV, .ai_family = AF_UNSPEC,
                               .ai_socktype = SOCK_STREAM }, *res = NULL;
     char portstr[16];
@@ -327,6 +343,26 @@ void cohort_rdv_server_missing(const cohort_rdv_server_t *s, char *buf, size_t l
         }
 }
 
+void cohort_rdv_server_rank_info(const cohort_rdv_server_t *s, int rank,
+                                 cohort_rdv_rank_info_t *info)
+{
+    memset(info, 0, sizeof *info);
+    info->blamed = -1;
+    if (rank < 0 || rank >= s->nranks) return;
+    info->arrived = s->arrived[rank];
+    info->lost_order = s->lost_order[rank];
+    info->left = !s->closed[rank] ? 0 : s->lost_order[rank] ? 2 : 1;
+    info->blamed = s->blamed[rank];
+}
+
+/* A rank's first report that another rank is lost (a PEER_LOST notice or FAIL about it). */
+static void note_blame(cohort_rdv_server_t *s, int from, int about, int32_t status)
+{
+    if (from >= 0 && from < s->nranks && about >= 0 && about < s->nranks && about != from &&
+        status == COHORT_ERR_PEER_LOST && s->blamed[from] < 0)
+        s->blamed[from] = about;
+}
+
 /* The IP of "ip:port" (IPv6 addresses hold colons: the port is after the last one). */
 static void addr_host(const char *addr, char *host, size_t len)
 {
@@ -337,7 +373,7 @@ static void addr_host(const char *addr, char *host, size_t len)
     host[n] = '\0';
 }
 
-static void refuse(cohort_rdv_server_t *s, rdv_conn_t *c, const char *why)
+static void refuse(cohort_rdv_server_t *s, rdv_conn_t *c, int32_t code, const char *why)
 {
     char host[INET6_ADDRSTRLEN];
     addr_host(c->addr, host, sizeof host);
@@ -354,7 +390,7 @@ static void refuse(cohort_rdv_server_t *s, rdv_conn_t *c, const char *why)
                    ? " (64 addresses refused: further refusals are logged at INFO only)"
                    : " (further refusals from this address are logged at INFO only)");
     }
-    rdv_ack_t ack = { RDV_MAGIC, -1, { 0 } };
+    rdv_ack_t ack = { RDV_MAGIC, code, { 0 } };
     ssize_t w = send(c->fd, &ack, sizeof ack, MSG_NOSIGNAL);
     (void)w;
     c->rank = -1;
@@ -386,8 +422,8 @@ static void accept_new(cohort_rdv_server_t *s)
                 s->accept_pause_until = since + PENDING_EVICT_NS;
                 return;
             }
-            refuse(s, oldest, "too many connections waiting for a hello at once; dropped the "
-                   "one waiting longest (a port scan or a connection flood?)");
+            refuse(s, oldest, ACK_REFUSED, "too many connections waiting for a hello at once; "
+                   "dropped the one waiting longest (a port scan or a connection flood?)");
         }
         int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
@@ -407,8 +443,8 @@ static void accept_new(cohort_rdv_server_t *s)
                 rdv_conn_t *c = &s->conns[i];
                 if (c->fd >= 0 && c->rank < 0 &&
                     now >= c->deadline_ns - HELLO_TIMEOUT_NS + PENDING_EVICT_NS)
-                    refuse(s, c, "out of descriptors; dropped as it sent no hello within "
-                           "100 ms");
+                    refuse(s, c, ACK_REFUSED, "out of descriptors; dropped as it sent no hello "
+                           "within 100 ms");
             }
             return;
         }
@@ -440,31 +476,31 @@ static void handle_hello(cohort_rdv_server_t *s, rdv_conn_t *c)
     unsigned char mac[32];
     char why[256];
     if (h.magic != RDV_MAGIC || h.version != RDV_VERSION) {
-        refuse(s, c, "not a cohort rendezvous hello (wrong magic or version)");
+        refuse(s, c, ACK_REFUSED, "not a cohort rendezvous hello (wrong magic or version)");
         return;
     }
     h.job_id[COHORT_JOBID_MAX - 1] = '\0';
     if (strcmp(h.job_id, s->job_id)) {
         snprintf(why, sizeof why, "job id '%.63s' is not this job's ('%s'); a rank of another "
                  "job?", h.job_id, s->job_id);
-        refuse(s, c, why);
+        refuse(s, c, ACK_BAD_JOB, why);
         return;
     }
     hello_mac(s->secret, s->secretlen, &h, mac);
     if (!cohort_digest_equal(mac, h.mac, 32)) {
-        refuse(s, c, "bad HMAC (wrong COHORT_SECRET?)");
+        refuse(s, c, ACK_BAD_MAC, "bad HMAC (wrong COHORT_SECRET?)");
         return;
     }
     if (h.nranks != s->nranks || h.rank < 0 || h.rank >= s->nranks) {
         snprintf(why, sizeof why, "rank %d of %d does not fit this job of %d ranks (check "
                  "COHORT_SIZE / WORLD_SIZE on every rank)", h.rank, h.nranks, s->nranks);
-        refuse(s, c, why);
+        refuse(s, c, ACK_BAD_RANK, why);
         return;
     }
     if (s->arrived[h.rank]) {
-        snprintf(why, sizeof why, "rank %d already joined (two processes with the same rank?)",
-                 h.rank);
-        refuse(s, c, why);
+        snprintf(why, sizeof why, "rank %d already joined (a second cohort_comm_init of that "
+                 "rank, or two processes with the same rank?)", h.rank);
+        refuse(s, c, ACK_DUPLICATE, why);
         return;
     }
     c->rank = h.rank;
@@ -599,8 +635,13 @@ static int handle_msg(cohort_rdv_server_t *s, rdv_conn_t *c)
         case MSG_FAIL: {
             char msg[900];
             text_of(payload, h.nbytes, msg, sizeof msg);
-            if (h.round) server_fail_code(s, h.round, "%s", msg);   /* a notice: says who */
-            else server_fail(s, "rank %d failed: %s", c->rank, msg);
+            if (h.round) {   /* a notice: says who (fail_code) */
+                note_blame(s, c->rank, (int)(h.round & 0xffff) - 1,
+                           -(int32_t)(h.round >> 16 & 0xff));
+                server_fail_code(s, h.round, "%s", msg);
+            } else {
+                server_fail(s, "rank %d failed: %s", c->rank, msg);
+            }
             break;
         }
         case MSG_NOTICE: {   /* the first failure of each communicator goes to everyone */
@@ -611,9 +652,11 @@ static int handle_msg(cohort_rdv_server_t *s, rdv_conn_t *c)
                 return -1;
             }
             uint64_t id;
-            int32_t about;
+            int32_t about, status;
             memcpy(&id, payload, sizeof id);
             memcpy(&about, payload + 8, sizeof about);
+            memcpy(&status, payload + 12, sizeof status);
+            note_blame(s, c->rank, about, status);
             /* one per communicator and rank it is about (a chain of timeouts: the rank blamed
              * first may blame another in turn) */
             uint64_t key = id ^ ((uint64_t)(uint32_t)about * 0x9e3779b97f4a7c15ull);
@@ -749,7 +792,7 @@ cohort_status_t cohort_rdv_server_progress(cohort_rdv_server_t *s, int timeout_m
         rdv_conn_t *c = &s->conns[i];
         if (c->fd < 0) continue;
         if (c->rank < 0 && now > c->deadline_ns) {
-            refuse(s, c, "no hello within 10 s (port scan or a stray client?)");
+            refuse(s, c, ACK_REFUSED, "no hello within 10 s (port scan or a stray client?)");
             continue;
         }
         conn_flush(c);
@@ -823,6 +866,8 @@ void cohort_rdv_server_destroy(cohort_rdv_server_t *s)
     free(s->conns);
     free(s->arrived);
     free(s->closed);
+    free(s->lost_order);
+    free(s->blamed);
     free(s->round_have);
     free(s->round_data);
     free(s);
@@ -837,6 +882,26 @@ struct cohort_rdv_client {
     char url[300];
 };
 
+/* A host name (letters, digits, '.', '-', '_'), or inside brackets an IPv6 address (hex digits,
+ * ':' and '.', then an optional %zone of name characters). */
+static int valid_url_host(const char *h, size_t n, int bracketed)
+{
+    if (n == 0 || h[0] == '-' || h[0] == '.') return 0;
+    int in_zone = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)h[i];
+        int name_char = isalnum(ch) || ch == '.' || ch == '-' || ch == '_';
+        if (!bracketed || in_zone) {
+            if (!name_char) return 0;
+        } else if (ch == '%' && i > 0 && i + 1 < n) {
+            in_zone = 1;
+        } else if (!isxdigit(ch) && ch != ':' && ch != '.') {
+            return 0;
+        }
+    }
+    return !bracketed || memchr(h, ':', n) != NULL;
+}
+
 cohort_status_t cohort_rdv_parse_url(const char *url, char *host, size_t hostlen, int *port)
 {
     if (!url || strncmp(url, "tcp://", 6))
@@ -844,27 +909,36 @@ cohort_status_t cohort_rdv_parse_url(const char *url, char *host, size_t hostlen
                             "tcp://host:port", url ? url : "(null)");
     const char *h = url + 6, *colon;
     size_t hl;
-    if (*h == '[') {
+    int bracketed = *h == '[';
+    if (bracketed) {
         const char *close_br = strchr(h, ']');
         if (!close_br || close_br[1] != ':')
             return cohort_error(COHORT_ERR_INVALID_ARG, "rendezvous address '%s': bad [IPv6] "
-                                "host", url);
+                                "host (expected tcp://[address]:port)", url);
         h++;
         hl = (size_t)(close_br - h);
         colon = close_br + 1;
     } else {
         colon = strrchr(h, ':');
         if (!colon)
-            return cohort_error(COHORT_ERR_INVALID_ARG, "rendezvous address '%s' has no :port",
-                                url);
+            return cohort_error(COHORT_ERR_INVALID_ARG, "rendezvous address '%s' has no :port "
+                                "(expected tcp://host:port)", url);
         hl = (size_t)(colon - h);
     }
     if (hl == 0 || hl >= hostlen)
-        return cohort_error(COHORT_ERR_INVALID_ARG, "rendezvous address '%s': bad host", url);
+        return cohort_error(COHORT_ERR_INVALID_ARG, "rendezvous address '%s': %s host", url,
+                            hl ? "too long a" : "no");
+    if (!valid_url_host(h, hl, bracketed))
+        return cohort_error(COHORT_ERR_INVALID_ARG, "rendezvous address '%s': '%.*s' is not a "
+                            "host name or address%s (expected tcp://host:port, "
+                            "tcp://10.0.0.1:port or tcp://[fe80::1%%eth0]:port)", url, (int)hl,
+                            h, !bracketed && memchr(h, ':', hl) ? "; an IPv6 address goes in "
+                            "brackets" : "");
     char *end;
     errno = 0;
     long p = strtol(colon + 1, &end, 10);
-    if (errno || *end || end == colon + 1 || p < 1 || p > 65535)
+    if (errno || *end || end == colon + 1 || p < 1 || p > 65535 || colon[1] == '-' ||
+        colon[1] == '+' || colon[1] == ' ')
         return cohort_error(COHORT_ERR_INVALID_ARG, "rendezvous address '%s': port '%s' is not "
                             "a number in [1, 65535]", url, colon + 1);
     memcpy(host, h, hl);
@@ -909,15 +983,17 @@ static cohort_status_t io_all(int fd, void *buf, size_t len, int writing, uint64
     return COHORT_SUCCESS;
 }
 
-static int try_connect(const char *host, int port, uint64_t deadline, int *err)
+/* One connection attempt. On failure: *gai is getaddrinfo's error (0 when the name resolved),
+ * else *err the errno of the last address tried. */
+static int try_connect(const char *host, int port, uint64_t deadline, int *err, int *gai)
 {
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                               .ai_flags = AI_NUMERICSERV }, *res = NULL;
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
-    int gai = getaddrinfo(host, ps, &hints, &res);
-    if (gai) {
-        *err = -gai;
+    *gai = getaddrinfo(host, ps, &hints, &res);
+    if (*gai) {
+        *err = *gai == EAI_SYSTEM ? errno : 0;
         return -1;
     }
     int fd = -1;
@@ -950,6 +1026,37 @@ static int try_connect(const char *host, int port, uint64_t deadline, int *err)
     return fd;
 }
 
+/* The client's account of a refused hello (the ack's status says why). */
+static cohort_status_t refused(const char *url, int rank, int nranks, const char *job_id,
+                               int32_t why)
+{
+    switch (why) {
+    case ACK_BAD_JOB:
+        return cohort_error(COHORT_ERR_MISMATCH, "the rendezvous at %s serves another job than "
+                            "this rank's '%s' (COHORT_JOB_ID differs between ranks, or another "
+                            "job's server holds this address); refused rank %d", url, job_id,
+                            rank);
+    case ACK_BAD_MAC:
+        return cohort_error(COHORT_ERR_MISMATCH, "the rendezvous at %s refused rank %d of job "
+                            "'%s': its hello was not signed with the job's secret "
+                            "(COHORT_SECRET differs between ranks?)", url, rank, job_id);
+    case ACK_BAD_RANK:
+        return cohort_error(COHORT_ERR_MISMATCH, "the rendezvous at %s refused rank %d of %d: "
+                            "the job it serves has another size, or no rank %d (COHORT_SIZE, "
+                            "WORLD_SIZE or the launcher's size differs between ranks?)", url,
+                            rank, nranks, rank);
+    case ACK_DUPLICATE:
+        return cohort_error(COHORT_ERR_MISMATCH, "the rendezvous at %s refused rank %d: rank %d "
+                            "already joined job '%s'. A process joins a job once: a second "
+                            "cohort_comm_init in one job (make more communicators with "
+                            "cohort_comm_split), or two processes started with the same rank?",
+                            url, rank, rank, job_id);
+    default:
+        return cohort_error(COHORT_ERR_MISMATCH, "the rendezvous at %s refused rank %d of %d "
+                            "(job '%s'); the server's log says why", url, rank, nranks, job_id);
+    }
+}
+
 cohort_status_t cohort_rdv_connect(const char *url, const char *job_id, const void *secret,
                                    size_t secretlen, int rank, int nranks, double timeout_s,
                                    cohort_rdv_client_t **out)
@@ -964,17 +1071,31 @@ cohort_status_t cohort_rdv_connect(const char *url, const char *job_id, const vo
                             job_id, COHORT_JOBID_MAX - 1);
     uint64_t deadline = cohort_now_ns() + (uint64_t)(timeout_s * 1e9);
     unsigned backoff_ms = 20;
-    int fd = -1, err = 0, tries = 0;
+    int fd = -1, err = 0, gai = 0, tries = 0;
     for (;;) {
         tries++;
-        fd = try_connect(host, port, deadline, &err);
+        fd = try_connect(host, port, deadline, &err, &gai);
         if (fd >= 0) break;
+        /* A name the resolver says does not exist will not start to: fail now. Only a
+         * temporary resolver failure (EAI_AGAIN) or a refused connection is waited out. */
+        if (gai && gai != EAI_AGAIN && !(gai == EAI_SYSTEM && (err == EINTR || err == EAGAIN)))
+            return cohort_error(COHORT_ERR_INVALID_ARG, "rank %d cannot resolve the rendezvous "
+                                "host '%s' (of %s): %s. Check the name (COHORT_RENDEZVOUS, or "
+                                "MASTER_ADDR under torchrun) and this host's resolver "
+                                "(/etc/hosts, DNS)", rank, host, url,
+                                gai == EAI_SYSTEM ? strerror(err) : gai_strerror(gai));
         if (cohort_now_ns() + (uint64_t)backoff_ms * 1000000ull >= deadline) {
+            char last[400];
+            if (gai)
+                snprintf(last, sizeof last, "cannot resolve '%s': %s", host,
+                         gai == EAI_SYSTEM ? strerror(err) : gai_strerror(gai));
+            else
+                snprintf(last, sizeof last, "%s", strerror(err));
             return cohort_error(COHORT_ERR_TIMEOUT, "rank %d could not reach the rendezvous at "
                                 "%s after %d tries in %.0f s (last error: %s). Is rank 0 (or "
                                 "cohortrun) running, and is %s reachable from this host? "
                                 "COHORT_TIMEOUT sets the wait", rank, url, tries, timeout_s,
-                                err < 0 ? gai_strerror(-err) : strerror(err), host);
+                                last, host);
         }
         struct timespec ts = { (time_t)(backoff_ms / 1000), (long)(backoff_ms % 1000) * 1000000L };
         nanosleep(&ts, NULL);
@@ -1003,10 +1124,9 @@ cohort_status_t cohort_rdv_connect(const char *url, const char *job_id, const vo
     if (!st) {
         unsigned char mac[32];
         ack_mac(secret, secretlen, &h, mac);
-        if (ack.magic != RDV_MAGIC || ack.status != 0)
-            st = cohort_error(COHORT_ERR_MISMATCH, "the rendezvous at %s refused rank %d of %d "
-                              "(job %s): wrong job id, secret or rank; the server's log says "
-                              "which", url, rank, nranks, job_id);
+        if (ack.magic != RDV_MAGIC || ack.status != ACK_OK)
+            st = refused(url, rank, nranks, job_id, ack.magic == RDV_MAGIC ? ack.status
+                                                                           : ACK_REFUSED);
         else if (!cohort_digest_equal(mac, ack.mac, 32))
             st = cohort_error(COHORT_ERR_MISMATCH, "the rendezvous at %s did not prove it knows "
                               "the job secret; refusing it (another job on that port?)", url);

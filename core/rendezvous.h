@@ -9,6 +9,9 @@
  * is only spoken between cohort builds of the same ABI; version field guards it):
  *   client -> server  hello  {magic "CHRV", version, job_id[64], rank, nranks, nonce[16], mac[32]}
  *   server -> client  ack    {magic, status, mac[32]}         (mac over "ack"+nonce+rank)
+ *                            status 0: joined; else why it was refused (another job, a bad
+ *                            MAC, a rank that does not fit, a rank that already joined): the
+ *                            client's message says which
  *   client -> server  msg    {type, round, nbytes, payload}   type: GATHER, FAIL, BYE
  *   server -> client  msg    {type, round, nbytes, payload}   type: RESULT, FAIL
  *
@@ -53,6 +56,17 @@ int cohort_rdv_server_arrived(const cohort_rdv_server_t *srv);
 int cohort_rdv_server_finished(const cohort_rdv_server_t *srv);
 /* Comma list of ranks that have not arrived, into buf. */
 void cohort_rdv_server_missing(const cohort_rdv_server_t *srv, char *buf, size_t len);
+/* What the server saw of one rank, for a launcher that must tell the rank that caused a failure
+ * from the ranks that failed because of it. */
+typedef struct cohort_rdv_rank_info {
+    int arrived;      /* it joined (a hello accepted) */
+    int left;         /* 0: still connected, or never joined; 1: left after a goodbye; 2: lost:
+                       * its connection closed without a goodbye (killed, crashed, _exit) */
+    int lost_order;   /* left == 2: 1 for the first rank lost, 2 for the next, ... */
+    int blamed;       /* the rank its first PEER_LOST report (FAIL or NOTICE) named, or -1 */
+} cohort_rdv_rank_info_t;
+void cohort_rdv_server_rank_info(const cohort_rdv_server_t *srv, int rank,
+                                 cohort_rdv_rank_info_t *info);
 /* Fails the job (if nothing failed before): every rank receives msg, about that rank. */
 void cohort_rdv_server_fail(cohort_rdv_server_t *srv, int about, const char *msg);
 /* The job's first failure, NULL while none. */

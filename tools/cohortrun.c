@@ -47,6 +47,9 @@ extern char **environ;
 #define EXIT_CANNOT_RUN 127
 #define GRACE_S 3.0             /* SIGTERM -> SIGKILL */
 #define NOTICE_GRACE_S 2.0      /* a rank failed and the others were told -> SIGTERM */
+#define VERDICT_WAIT_S 2.0      /* a rank failed: how long to wait for the one that caused it */
+#define UNJOINED_GRACE_S 1.0    /* a rank exited 0 unseen at the rendezvous: its hello may be
+                                 * still in flight for this long */
 #define KILL_WAIT_S 5.0         /* after SIGKILL, how long to wait for the ranks to be reaped */
 #define LINE_MAX_BYTES 65536    /* longer lines are cut (a newline is inserted) */
 #define NP_MAX 1000000L
@@ -185,6 +188,33 @@ static int valid_var_name(const char *s, size_t len)
     return 1;
 }
 
+/* The variables cohortrun sets for every rank (rank_vars): -x cannot pass them, since cohortrun's
+ * own value would replace the user's without a word. */
+static const char *const own_vars[] = { "COHORT_RANK", "COHORT_SIZE", "COHORT_LOCAL_RANK",
+                                        "COHORT_LOCAL_SIZE", "COHORT_RENDEZVOUS",
+                                        "COHORT_RENDEZVOUS_SERVER", "COHORT_JOB_ID",
+                                        "COHORT_SECRET", NULL };
+
+static int is_own_var(const char *name)
+{
+    for (int i = 0; own_vars[i]; i++)
+        if (!strcmp(name, own_vars[i])) return 1;
+    return 0;
+}
+
+/* A host name cohortrun can hand to the rsh agent: letters, digits, '.', '-', '_', an IPv6
+ * address's ':' and '%', and ssh's user@host. Anything else (';', '$', spaces, quotes, a
+ * leading '-' that ssh would take for an option) is a typo or worse. */
+static int valid_host_name(const char *h)
+{
+    if (!*h || *h == '-' || *h == '@') return 0;
+    for (const char *p = h; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              strchr(".-_:%@", *p)))
+            return 0;
+    return 1;
+}
+
 /* Quote one word for a POSIX shell (what ssh hands the remote command line to). */
 static char *shell_quote(const char *w)
 {
@@ -282,10 +312,11 @@ static void usage(FILE *f)
 "      --version              print the version\n"
 "\n"
 "Every rank gets COHORT_RANK, COHORT_SIZE, COHORT_LOCAL_RANK, COHORT_LOCAL_SIZE,\n"
-"COHORT_RENDEZVOUS, COHORT_JOB_ID and COHORT_SECRET (see docs/launching.md).\n"
-"Exit status: 0 when every rank exits 0; else the first failing rank's status (128+N when it\n"
-"was killed by signal N), 124 when --timeout expires, 128+N when cohortrun gets signal N,\n"
-"127 when a rank cannot be started, 2 for bad usage, 1 for other failures.\n", f);
+"COHORT_RENDEZVOUS, COHORT_RENDEZVOUS_SERVER, COHORT_JOB_ID and COHORT_SECRET (see\n"
+"docs/launching.md); -x cannot set these.\n"
+"Exit status: 0 when every rank exits 0; else the status of the rank named as the cause\n"
+"(128+N when it was killed by signal N), 124 when --timeout expires, 128+N when cohortrun\n"
+"gets signal N, 127 when a rank cannot be started, 2 for bad usage, 1 for other failures.\n", f);
 }
 
 /* Matches "-o value", "--opt value" and "--opt=value". Returns the value or NULL (no match). */
@@ -344,6 +375,9 @@ static void parse_options(int argc, char **argv, opts_t *o)
             xvar_t *x = &o->xvars[o->nx++];
             x->name = xcalloc(nl + 1, 1);
             memcpy(x->name, v, nl);
+            if (is_own_var(x->name))
+                usage_error("-x %s: cohortrun sets %s itself for every rank (see --help), so "
+                            "the value given would be replaced; remove it", x->name, x->name);
             const char *val = eq ? eq + 1 : getenv(x->name);
             x->value = val ? xstrdup(val) : NULL;
             if (!val)
@@ -376,6 +410,11 @@ static void parse_options(int argc, char **argv, opts_t *o)
     o->cmd = argv + i;
     o->ncmd = argc - i;
     if (o->hostlist && o->hostfile) usage_error("give either -H or --hostfile, not both");
+    for (int k = 0; o->netif && k < o->nx; k++)
+        if (!strcmp(o->xvars[k].name, "COHORT_SOCKET_IFNAME") && o->xvars[k].value &&
+            strcmp(o->xvars[k].value, o->netif))
+            usage_error("--network-interface %s and -x COHORT_SOCKET_IFNAME=%s disagree; give "
+                        "one of them", o->netif, o->xvars[k].value);
     if (!o->np_given && !o->hostlist && !o->hostfile)
         usage_error("-np N is required (or -H/--hostfile, whose slots then give N)");
 }
@@ -398,6 +437,10 @@ typedef struct rank_proc {
     pid_t pid;           /* 0: not started */
     int running;         /* started and not reaped yet */
     int status;          /* wait status once reaped */
+    int reap_seq;        /* 1 for the first rank reaped, 2 for the next, ...; 0: not yet */
+    int failed;          /* reaped with a non-zero status or by a signal */
+    double exited_at;    /* when it was reaped */
+    int unjoined;        /* reaped with status 0 and not (yet) seen at the rendezvous */
     stream_t out[2];     /* stdout, stderr */
 } rank_proc_t;
 
@@ -420,7 +463,11 @@ typedef struct job {
     double term_deadline, kill_deadline;
     double interrupted_at;   /* when the first SIGINT/SIGTERM/SIGHUP was handled */
     double notice_deadline;  /* a rank failed: the others were told; SIGTERM them at this time */
-    int failed_code;         /* the first failed rank's exit code, once one failed */
+    int failed_code;         /* the named rank's exit code, once a failure was named */
+    int nreaped;
+    int verdict_pending;     /* a rank failed; which rank to name is not decided yet */
+    double verdict_deadline;
+    int nunjoined;           /* ranks with unjoined set */
 } job_t;
 
 /* Signal plumbing: the handler writes one record {signal, pid} to the self-pipe. For SIGCHLD the
@@ -510,6 +557,11 @@ static void place_ranks(job_t *job)
         quiet_end();
         if (st) usage_error("%s", cohort_last_error());
         if (nhosts <= 0) usage_error("%s names no hosts", o->hostlist ? "-H" : o->hostfile);
+        for (int h = 0; h < nhosts; h++)
+            if (!valid_host_name(hosts[h].host))
+                usage_error("%s'%s': '%s' is not a host name (letters, digits, '.', '-' and '_'; "
+                            "an IPv6 address; user@host)", o->hostlist ? "-H " : "--hostfile ",
+                            o->hostlist ? o->hostlist : o->hostfile, hosts[h].host);
     } else {
         hosts = xcalloc(1, sizeof *hosts);
         if (gethostname(hosts[0].host, sizeof hosts[0].host) != 0 || !hosts[0].host[0])
@@ -518,10 +570,24 @@ static void place_ranks(job_t *job)
         hosts[0].slots = o->np_given ? (int)o->np : 1;
         nhosts = 1;
     }
-    long total = 0;
-    for (int h = 0; h < nhosts; h++) total += hosts[h].slots > 0 ? hosts[h].slots : 0;
+    long total = 0, most = 0;   /* slots, and what max_slots allows when oversubscribing */
+    for (int h = 0; h < nhosts; h++) {
+        total += hosts[h].slots > 0 ? hosts[h].slots : 0;
+        most = most == LONG_MAX || !hosts[h].max_slots ? LONG_MAX : most + hosts[h].max_slots;
+    }
     long n = o->np_given ? o->np : total;
     if (n < 1) usage_error("the host list has no slots");
+    if (n > total && o->oversubscribe && n > most) {
+        char list[1024] = "";
+        size_t used = 0;
+        for (int h = 0; h < nhosts && used < sizeof list - 64; h++)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s max_slots=%d",
+                                     h ? ", " : "", hosts[h].host, hosts[h].max_slots);
+        if (used >= sizeof list - 64) snprintf(list + used, sizeof list - used, ", ...");
+        usage_error("%ld ranks requested but the hostfile's max_slots allow at most %ld even "
+                    "with --oversubscribe (%s); give fewer ranks or raise max_slots", n, most,
+                    list);
+    }
     if (n > total && !o->oversubscribe) {
         char list[1024] = "";
         size_t used = 0;
@@ -536,7 +602,8 @@ static void place_ranks(job_t *job)
     /* The host of each rank. slot: fill each host's slots in order; beyond the slots
      * (--oversubscribe) one more per host round-robin; ranks stay contiguous per host.
      * node: one rank per host in turn, skipping hosts whose slots are full; once every host is
-     * full (--oversubscribe), round-robin over all of them. */
+     * full (--oversubscribe), round-robin over all of them. Beyond the slots, a host at its
+     * max_slots gets no more (n <= most: the loops end). */
     long *count = xcalloc((size_t)nhosts, sizeof *count);
     int *host_of = xcalloc((size_t)n, sizeof *host_of);
     if (!o->map_by_node) {
@@ -545,10 +612,11 @@ static void place_ranks(job_t *job)
             count[h] = hosts[h].slots < left ? hosts[h].slots : left;
             left -= count[h];
         }
-        for (int h = 0; left > 0; h = (h + 1) % nhosts) {
-            count[h]++;
-            left--;
-        }
+        for (int h = 0; left > 0; h = (h + 1) % nhosts)
+            if (!hosts[h].max_slots || count[h] < hosts[h].max_slots) {
+                count[h]++;
+                left--;
+            }
         long r = 0;
         for (int h = 0; h < nhosts; h++)
             for (long k = 0; k < count[h]; k++) host_of[r++] = h;
@@ -563,10 +631,11 @@ static void place_ranks(job_t *job)
                     placed = 1;
                 }
             if (!placed)   /* every host is full: the extra ranks go round-robin */
-                for (int h = 0; h < nhosts && r < n; h++) {
-                    count[h]++;
-                    host_of[r++] = h;
-                }
+                for (int h = 0; h < nhosts && r < n; h++)
+                    if (!hosts[h].max_slots || count[h] < hosts[h].max_slots) {
+                        count[h]++;
+                        host_of[r++] = h;
+                    }
         }
     }
     job->n = (int)n;
@@ -714,6 +783,7 @@ static void rank_vars(const job_t *job, const rank_proc_t *p, strv_t *vars)
     strv_push(vars, xasprintf("COHORT_LOCAL_RANK=%d", p->local_rank));
     strv_push(vars, xasprintf("COHORT_LOCAL_SIZE=%d", p->local_size));
     strv_push(vars, xasprintf("COHORT_RENDEZVOUS=%s", job->url));
+    strv_push(vars, xstrdup("COHORT_RENDEZVOUS_SERVER=launcher"));
     strv_push(vars, xasprintf("COHORT_JOB_ID=%s", job->job_id));
     strv_push(vars, xasprintf("COHORT_SECRET=%s", job->secret));
     if (job->o->netif) strv_push(vars, xasprintf("COHORT_SOCKET_IFNAME=%s", job->o->netif));
@@ -1108,37 +1178,188 @@ static void describe_status(int status, char *buf, size_t len)
     }
 }
 
-static void rank_exited(job_t *job, rank_proc_t *p, int status)
+/* The job failed because of rank p: one line naming it (why: how it ended), the other ranks
+ * told through the rendezvous and given NOTICE_GRACE_S to report it, then stopped. */
+static void fail_job(job_t *job, rank_proc_t *p, const char *why, const char *after, int code)
 {
-    p->running = 0;
-    p->status = status;
-    /* its last words come before our line about it */
-    stream_read(job, p, 0, 1);
-    stream_read(job, p, 1, 1);
-    int failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    if (!failed || job->terminating || job->failed_code) return;
-    char why[128];
-    describe_status(status, why, sizeof why);
     int others = count_running(job, NULL);
     if (others)
-        msg("rank %d (host %s, pid %d) %s; terminating the other %d %s", p->rank, p->host,
-            (int)p->pid, why, others, plural(others, "rank", "ranks"));
+        msg("rank %d (host %s, pid %d) %s%s; terminating the other %d %s", p->rank, p->host,
+            (int)p->pid, why, after, others, plural(others, "rank", "ranks"));
     else
-        msg("rank %d (host %s, pid %d) %s", p->rank, p->host, (int)p->pid, why);
-    int code = WIFEXITED(status) ? WEXITSTATUS(status)
-                                 : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+        msg("rank %d (host %s, pid %d) %s%s", p->rank, p->host, (int)p->pid, why, after);
+    job->failed_code = code ? code : 1;
     if (job->srv_active && others) {
         /* Tell the survivors through the job's rendezvous (their collectives fail at once,
-         * naming this rank) and give them NOTICE_GRACE_S to report it and exit on their own. */
+         * naming this rank) and give them NOTICE_GRACE_S to report it and exit on their own.
+         * (Nothing happens when the rendezvous already failed the job: its first failure is
+         * the one every rank heard.) */
         char text[512];
         snprintf(text, sizeof text, "rank %d (host %s, pid %d) %s", p->rank, p->host,
                  (int)p->pid, why);
         cohort_rdv_server_fail(job->srv, p->rank, text);
-        job->failed_code = code ? code : 1;
         job->notice_deadline = cohort_now_s() + NOTICE_GRACE_S;
         return;
     }
-    start_termination(job, code ? code : 1);
+    start_termination(job, job->failed_code);
+}
+
+static void rank_info(const job_t *job, int rank, cohort_rdv_rank_info_t *info)
+{
+    if (job->srv) {
+        cohort_rdv_server_rank_info(job->srv, rank, info);
+    } else {
+        memset(info, 0, sizeof *info);
+        info->blamed = -1;
+    }
+}
+
+/* Which rank caused the failure, when several end within a short time (docs/launching.md):
+ *  1. the rank that vanished first: its rendezvous connection closed without a goodbye (killed,
+ *     crashed, _exit); the rendezvous knows the order in which connections were lost, and a
+ *     lost rank that had reported another lost rank first (it then crashed on the error) comes
+ *     after that one;
+ *  2. else the first rank reaped that was killed by a signal (one that never joined);
+ *  3. else the first rank reaped that failed: ranks that exit with an error after a peer was
+ *     lost say goodbye first, so they come last.
+ * *wait: the answer may still change, or its status is still to come: the chosen rank is lost
+ * but not reaped yet, or (3) the rank reported a rank as lost that is still running. */
+static rank_proc_t *root_cause(job_t *job, int *wait)
+{
+    rank_proc_t *best = NULL;
+    int best_key = INT_MAX;
+    cohort_rdv_rank_info_t info, other;
+    *wait = 0;
+    for (int pass = 0; pass < 2 && !best; pass++)
+        for (int r = 0; r < job->n; r++) {
+            rank_info(job, r, &info);
+            if (info.left != 2 || info.lost_order >= best_key) continue;
+            if (pass == 0 && info.blamed >= 0) {
+                rank_info(job, info.blamed, &other);
+                if (other.left == 2) continue;   /* it reported that one's loss first */
+            }
+            best = &job->ranks[r];
+            best_key = info.lost_order;
+        }
+    if (best) {
+        *wait = best->running;
+        return best;
+    }
+    for (int r = 0; r < job->n; r++) {
+        rank_proc_t *p = &job->ranks[r];
+        if (p->failed && WIFSIGNALED(p->status) && p->reap_seq < best_key) {
+            best = p;
+            best_key = p->reap_seq;
+        }
+    }
+    if (best) return best;
+    for (int r = 0; r < job->n; r++) {
+        rank_proc_t *p = &job->ranks[r];
+        if (p->failed && p->reap_seq < best_key) {
+            best = p;
+            best_key = p->reap_seq;
+        }
+    }
+    if (best) {
+        rank_info(job, best->rank, &info);
+        *wait = info.blamed >= 0 && job->ranks[info.blamed].running;
+    }
+    return best;
+}
+
+/* Names the cause of the failure once it is known (or VERDICT_WAIT_S passed, or force). */
+static void try_verdict(job_t *job, int force)
+{
+    if (!job->verdict_pending) return;
+    /* what the rendezvous has not read yet: the connections of the ranks just reaped */
+    if (job->srv_active && !job->terminating) cohort_rdv_server_progress(job->srv, 0);
+    int wait;
+    rank_proc_t *p = root_cause(job, &wait);
+    if (p && wait && !force && cohort_now_s() < job->verdict_deadline) return;
+    job->verdict_pending = 0;
+    if (!p) return;
+    cohort_rdv_rank_info_t info;
+    rank_info(job, p->rank, &info);
+    char why[320];
+    if (p->running) {
+        snprintf(why, sizeof why, "left the job: its connection to the rendezvous closed without "
+                 "a goodbye, and the process had not ended %g s later", VERDICT_WAIT_S);
+    } else {
+        describe_status(p->status, why, sizeof why);
+        if (info.left == 2 && WIFEXITED(p->status)) {
+            size_t l = strlen(why);
+            snprintf(why + l, sizeof why - l, " without a goodbye to the job (its rendezvous "
+                     "connection closed first: _exit, or a crash that its exit status hides)");
+        }
+    }
+    /* the ranks that failed after it, as the consequence */
+    int *list = xcalloc((size_t)job->n, sizeof *list), k = 0;
+    for (int r = 0; r < job->n; r++)
+        if (job->ranks[r].failed && &job->ranks[r] != p) list[k++] = r;
+    char after[160] = "";
+    if (k) {
+        char *ranks = format_ranks(list, k);
+        snprintf(after, sizeof after, "; %s %.100s failed after it", plural(k, "rank", "ranks"),
+                 ranks);
+        free(ranks);
+    }
+    free(list);
+    int code = p->running ? 1 : WIFEXITED(p->status) ? WEXITSTATUS(p->status)
+                              : WIFSIGNALED(p->status) ? 128 + WTERMSIG(p->status) : 1;
+    fail_job(job, p, why, after, code);
+}
+
+/* A rank that exited 0 without joining, while others joined: they wait for it at the
+ * rendezvous, where it will never come. Checked once UNJOINED_GRACE_S passed (its hello may be
+ * on its way) and some rank joined. */
+static void check_unjoined(job_t *job, double now)
+{
+    if (!job->nunjoined || !job->srv || job->terminating || job->failed_code ||
+        job->verdict_pending || cohort_rdv_server_arrived(job->srv) == 0)
+        return;
+    for (int r = 0; r < job->n; r++) {
+        rank_proc_t *p = &job->ranks[r];
+        if (!p->unjoined) continue;
+        cohort_rdv_rank_info_t info;
+        rank_info(job, r, &info);
+        if (info.arrived) {
+            p->unjoined = 0;
+            job->nunjoined--;
+            continue;
+        }
+        if (now < p->exited_at + UNJOINED_GRACE_S) continue;
+        char why[256];
+        snprintf(why, sizeof why, "exited with status 0 without joining the job: it never "
+                 "reached the rendezvous, where %d %s %s for it (did it call cohort_comm_init?)",
+                 cohort_rdv_server_arrived(job->srv),
+                 plural(cohort_rdv_server_arrived(job->srv), "rank", "ranks"),
+                 plural(cohort_rdv_server_arrived(job->srv), "waits", "wait"));
+        fail_job(job, p, why, "", 1);
+        return;
+    }
+}
+
+static void rank_exited(job_t *job, rank_proc_t *p, int status)
+{
+    p->running = 0;
+    p->status = status;
+    p->reap_seq = ++job->nreaped;
+    p->exited_at = cohort_now_s();
+    /* its last words come before our line about it */
+    stream_read(job, p, 0, 1);
+    stream_read(job, p, 1, 1);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        if (job->srv && job->srv_active) {
+            p->unjoined = 1;
+            job->nunjoined++;
+        }
+        return;
+    }
+    p->failed = 1;
+    if (job->terminating || job->failed_code || job->verdict_pending) return;
+    /* who to name is decided by try_verdict, once the ranks that ended together are known */
+    job->verdict_pending = 1;
+    job->verdict_deadline = cohort_now_s() + VERDICT_WAIT_S;
 }
 
 static rank_proc_t *rank_of_pid(job_t *job, pid_t pid)
@@ -1182,6 +1403,7 @@ static void reap(job_t *job, exit_hints_t *hints)
         if (nb < 64) break;
     }
     hints->n = 0;
+    try_verdict(job, job->terminating);
 }
 
 static void handle_signals(job_t *job)
@@ -1258,6 +1480,8 @@ static int run(job_t *job, double rdv_timeout_s)
                 missing, rdv_timeout_s, running, plural(running, "rank", "ranks"));
             start_termination(job, 1);
         }
+        if (job->verdict_pending && now >= job->verdict_deadline) try_verdict(job, 1);
+        check_unjoined(job, now);
         if (job->failed_code && !job->terminating && now >= job->notice_deadline)
             start_termination(job, job->failed_code);
         if (job->terminating && !job->sigkill_sent && now >= job->term_deadline) {
@@ -1295,6 +1519,8 @@ static int run(job_t *job, double rdv_timeout_s)
             timeout = ms_until(job->term_deadline, now);
         if (job->failed_code && !job->terminating && ms_until(job->notice_deadline, now) < timeout)
             timeout = ms_until(job->notice_deadline, now);
+        if (job->verdict_pending && ms_until(job->verdict_deadline, now) < timeout)
+            timeout = ms_until(job->verdict_deadline, now);
         int nfds = 0;
         pfd[nfds].fd = sig_pipe[0];
         pfd[nfds].events = POLLIN;
@@ -1333,7 +1559,9 @@ static int run(job_t *job, double rdv_timeout_s)
             cohort_rdv_server_progress(job->srv, slice);
             if (first_arrival == 0 && cohort_rdv_server_arrived(job->srv) > 0)
                 first_arrival = cohort_now_s();
-            if (cohort_rdv_server_finished(job->srv)) job->srv_active = 0;
+            /* (also once every rank left: a rank that calls cohort_comm_init again is told at
+             * once that it already joined, instead of waiting for an answer until
+             * COHORT_TIMEOUT) */
         }
     }
 

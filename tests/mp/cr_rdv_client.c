@@ -1,8 +1,11 @@
 /* Test helper for test_cohortrun.sh: a rank that meets the others at cohortrun's rendezvous
  * (COHORT_RENDEZVOUS, COHORT_JOB_ID, COHORT_SECRET, COHORT_RANK, COHORT_SIZE), allgathers its
  * rank, checks what came back and leaves cleanly. "--skip R": rank R never connects (it sleeps
- * until it is terminated), to test cohortrun's arrival tracking. Its own waits are 60 s, so that
- * cohortrun's COHORT_TIMEOUT check is what ends a stalled job. */
+ * until it is terminated), to test cohortrun's arrival tracking. "--quit R": rank R exits 0 at
+ * once without connecting. "--vanish R": rank R connects, then ends with _exit(0) before the
+ * allgather, without a goodbye. Its own waits are 60 s, so that cohortrun's checks are what end
+ * a stalled job. A rank that fails exits 1 without a goodbye too (it never calls
+ * cohort_rdv_close then). */
 #include "core/rendezvous.h"
 #include "core/log.h"
 
@@ -10,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *need(const char *name)
 {
@@ -23,8 +27,10 @@ static const char *need(const char *name)
 
 int main(int argc, char **argv)
 {
-    int skip = -1;
+    int skip = -1, quit = -1, vanish = -1;
     if (argc == 3 && !strcmp(argv[1], "--skip")) skip = atoi(argv[2]);
+    if (argc == 3 && !strcmp(argv[1], "--quit")) quit = atoi(argv[2]);
+    if (argc == 3 && !strcmp(argv[1], "--vanish")) vanish = atoi(argv[2]);
     const char *url = need("COHORT_RENDEZVOUS"), *job = need("COHORT_JOB_ID");
     const char *secret = need("COHORT_SECRET");
     int rank = atoi(need("COHORT_RANK")), size = atoi(need("COHORT_SIZE"));
@@ -32,6 +38,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < 600; i++) poll(NULL, 0, 100);
         return 0;
     }
+    if (rank == quit) return 0;
     cohort_rdv_client_t *cl = NULL;
     cohort_status_t st = cohort_rdv_connect(url, job, secret, strlen(secret), rank, size, 60.0,
                                             &cl);
@@ -39,6 +46,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "cr_rdv_client: rank %d: connect: %s\n", rank, cohort_last_error());
         return 1;
     }
+    if (rank == vanish) _exit(0);
     int *all = calloc((size_t)size, sizeof *all);
     if (!all) return 1;
     st = cohort_rdv_allgather(cl, &rank, all, sizeof rank, 60.0);

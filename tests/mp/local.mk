@@ -14,6 +14,9 @@ tests_mp_ctlcheck_LDADD = libcohort.la -lpthread
 check_PROGRAMS += tests/mp/collseq
 tests_mp_collseq_SOURCES = tests/mp/collseq.c
 tests_mp_collseq_LDADD = libcohort.la
+check_PROGRAMS += tests/mp/reinit
+tests_mp_reinit_SOURCES = tests/mp/reinit.c
+tests_mp_reinit_LDADD = libcohort.la
 TESTS += tests/mp/test_reliability.sh tests/mp/test_collectives.sh tests/mp/test_bench.sh tests/mp/test_bootstrap.sh tests/mp/test_shm.sh tests/mp/test_topology.sh tests/mp/test_settings.sh tests/mp/test_resources.sh \
 	tests/mp/test_ucx.sh tests/mp/test_badinput.sh
 dist_noinst_SCRIPTS += tests/mp/test_reliability.sh tests/mp/test_collectives.sh tests/mp/test_bench.sh tests/mp/test_bootstrap.sh tests/mp/test_shm.sh tests/mp/test_topology.sh tests/mp/test_settings.sh tests/mp/test_resources.sh tests/mp/fakenode.sh tests/mp/lib.sh \

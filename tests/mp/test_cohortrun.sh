@@ -62,6 +62,9 @@ cr() {
 }
 
 rc_is() { [ "$rc" -eq "$1" ]; }
+# An agent that only records that it was started (for cases that must not start any).
+printf '#!/bin/sh\necho "$*" >>"%s/agent-bad.log"\n' "$T" >"$T/fake-exec-log"
+chmod +x "$T/fake-exec-log"
 faster_than() { [ "$elapsed" -lt "$1" ]; }
 lines_out() { [ "$(wc -l <"$T/out")" -eq "$1" ]; }
 
@@ -131,6 +134,16 @@ check "-x VAR=value and -x VAR pass variables" \
 cr -np 1 --network-interface lo sh -c 'echo "IF=$COHORT_SOCKET_IFNAME"'
 check "--network-interface sets COHORT_SOCKET_IFNAME" sh -c '[ '"$rc"' -eq 0 ] && grep -qx "IF=lo" "'"$T"'/out"'
 
+for v in COHORT_RANK=7 COHORT_SIZE=9 COHORT_JOB_ID=mine COHORT_SECRET=s COHORT_RENDEZVOUS=tcp://h:1 COHORT_LOCAL_RANK; do
+    COHORT_LOCAL_RANK=3 cr -np 2 -x "$v" sh -c 'echo "$COHORT_RANK"'
+    check "-x $v: refused with exit 2 naming the variable cohortrun sets itself (no rank started)" \
+        sh -c '[ '"$rc"' -eq 2 ] && grep -q "^cohortrun: -x ${1%%=*}: cohortrun sets ${1%%=*} itself" "'"$T"'/err" &&
+               [ ! -s "'"$T"'/out" ]' _ "$v"
+done
+cr -np 1 --network-interface lo -x COHORT_SOCKET_IFNAME=eth0 true
+check "--network-interface lo with -x COHORT_SOCKET_IFNAME=eth0: exit 2, both named" \
+    sh -c '[ '"$rc"' -eq 2 ] && grep -q "network-interface lo and -x COHORT_SOCKET_IFNAME=eth0 disagree" "'"$T"'/err"'
+
 # --- placement ---------------------------------------------------------------------------
 cr -H localhost:2,127.0.0.1:2 sh -c 'echo "$COHORT_RANK $COHORT_SIZE $COHORT_LOCAL_RANK/$COHORT_LOCAL_SIZE"'
 check "-H localhost:2,127.0.0.1:2: 4 ranks, all on this node" \
@@ -153,10 +166,31 @@ check "-np larger than the slots fails with exit 2 and a message naming the tota
 cr -np 5 --oversubscribe -H localhost:2,127.0.0.1:1 sh -c 'echo $COHORT_RANK'
 check "--oversubscribe allows more ranks than slots" sh -c '[ '"$rc"' -eq 0 ] && [ "$(wc -l <"'"$T"'/out")" -eq 5 ]'
 
+# max_slots: a hostfile's hard limit, even with --oversubscribe; alone it also gives the slots
+printf 'localhost slots=1 max_slots=2\n127.0.0.1 max_slots=1\n' >"$T/hosts-max"
+cr --hostfile "$T/hosts-max" -np 4 --oversubscribe true
+check "max_slots: more ranks than all max_slots allow fails with exit 2 even with --oversubscribe" \
+    sh -c '[ '"$rc"' -eq 2 ] && grep -q "4 ranks requested but the hostfile.s max_slots allow at most 3" "'"$T"'/err"'
+printf 'localhost max_slots=2\n' >"$T/hosts-max1"
+cr --hostfile "$T/hosts-max1" sh -c 'echo $COHORT_RANK'
+check "max_slots=2 alone gives the host 2 slots (2 ranks without --oversubscribe)" \
+    sh -c '[ '"$rc"' -eq 0 ] && [ "$(sort "'"$T"'/out" | tr "\n" " ")" = "0 1 " ]'
+
 for bad in 0 3x -1 ""; do
     cr -np "$bad" true
     check "-np '$bad' fails with exit 2 and a message" sh -c '[ '"$rc"' -eq 2 ] && grep -q "np" "'"$T"'/err"'
 done
+for bad in 'localhost;rm:2' 'node1,$(reboot)' 'node`id`:1'; do
+    : >"$T/agent-bad.log"
+    cr -H "$bad" --rsh "$T/fake-exec-log" true
+    check "-H '$bad': exit 2 naming the bad host, no agent started" \
+        sh -c '[ '"$rc"' -eq 2 ] && grep -q "is not a host name" "'"$T"'/err" && [ ! -s "'"$T"'/agent-bad.log" ]'
+done
+printf 'node1 slots=2\nnode;2\n' >"$T/hosts-bad"
+: >"$T/agent-bad.log"
+cr --hostfile "$T/hosts-bad" --rsh "$T/fake-exec-log" true
+check "--hostfile with 'node;2': exit 2 naming it, no agent started" \
+    sh -c '[ '"$rc"' -eq 2 ] && grep -q "node;2" "'"$T"'/err" && [ ! -s "'"$T"'/agent-bad.log" ]'
 cr -np 2
 check "no command: exit 2" rc_is 2
 cr --no-such-option -np 2 true
@@ -263,6 +297,23 @@ if [ -x "$CR_RDV_CLIENT" ]; then
     check "a rank that never reaches the rendezvous is named after COHORT_TIMEOUT" \
         sh -c '[ '"$rc"' -ne 0 ] && [ '"$elapsed"' -lt 15000 ] &&
                grep -q "rank 1 did not reach the rendezvous within 2 s" "'"$T"'/err"'
+    # Rank 1 exits 0 without joining while ranks 0 and 2 wait for it at the rendezvous: it can
+    # never come, so the job fails at once (not after COHORT_TIMEOUT, 300 s here), naming it,
+    # and the waiting ranks are told why.
+    cr -np 3 "$CR_RDV_CLIENT" --quit 1
+    check "a rank that exits 0 without joining while others wait: exit 1 within 15 s" \
+        sh -c '[ '"$rc"' -eq 1 ] && [ '"$elapsed"' -lt 15000 ]'
+    check "... naming it as exited without joining, in cohortrun's only line about a rank" \
+        sh -c '[ "$(grep -c "^cohortrun: rank" "'"$T"'/err")" -eq 1 ] &&
+               grep -q "^cohortrun: rank 1 (host [^,]*, pid [0-9]*) exited with status 0 without joining the job" "'"$T"'/err"'
+    check "... and the waiting ranks fail naming rank 1" \
+        sh -c '[ "$(grep -c "rank [02]: allgather: bootstrap failed: rank 1 (host .*) exited with status 0 without joining" "'"$T"'/err")" -eq 2 ]'
+    # Rank 1 joins, then ends with _exit(0) (no goodbye); ranks 0 and 2 then fail (exit 1) because
+    # of it: rank 1 is the one named, though its own status is 0 and theirs is not.
+    cr -np 3 "$CR_RDV_CLIENT" --vanish 1
+    check "a rank that vanished (exit 0, no goodbye) and the ranks that failed after it: rank 1 is named, exit 1" \
+        sh -c '[ '"$rc"' -eq 1 ] && [ "$(grep -c "^cohortrun: rank" "'"$T"'/err")" -eq 1 ] &&
+               grep -q "^cohortrun: rank 1 (host [^,]*, pid [0-9]*) exited with status 0 without a goodbye to the job" "'"$T"'/err"'
 else
     echo "# skipping the rendezvous cases: $CR_RDV_CLIENT not built"
 fi

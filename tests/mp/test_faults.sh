@@ -9,8 +9,9 @@
 # point-to-point path (COHORT_SHM_COLL_CHUNK=0), one size per position; np=4 with every position
 # killed over each transport; a few --between cases; six cases over ucx (UCX_TLS=tcp and shared
 # memory) when it was built (the kill lands while the ranks wait between
-# two collectives, and the survivors meet it in the next one); and one case where cohortrun
-# itself reports the death (no sh wrapper: it must exit non-zero naming rank 1).
+# two collectives, and the survivors meet it in the next one); and two cases where cohortrun
+# itself reports the death (no sh wrapper: it must exit non-zero naming rank 1, also when rank
+# 1's process ends after the survivors that failed because of it).
 #
 # The ranks run inside `sh -c '...; echo $? > rc.RANK; sleep 60'` (as in test_shm.sh), so that
 # cohortrun, which stops the whole job when a rank exits, does not stop the survivors before they
@@ -248,6 +249,58 @@ if want $N; then
             not_ok "$name: the first rank cohortrun names is not rank 1 killed by signal 9 (exit $rc)"
         elif ! grep '^cohortrun: ' "$d/out" | tail -n 1 | grep -q "rank 1 "; then
             not_ok "$name: cohortrun's last line does not name rank 1 (exit $rc)"
+        elif grep -Eq "Sanitizer|runtime error:" "$d/out"; then
+            not_ok "$name: a sanitizer report in the output (exit $rc)"
+        else
+            ok "$name (exit $rc)"
+        fi
+        tail -n 6 "$d/out" | cut -c1-300 | sed 's/^/    /'
+        stop_case "$N" "$pids"
+    else
+        not_ok "$name: the ranks did not all finish a first allreduce within $START_LIMIT s"
+        tail -n 8 "$d/out" | sed 's/^/    /'
+        stop_case "$N" ""
+    fi
+fi
+
+# The same, with the order of the ends forced: rank 1's faulty is killed, but the process
+# cohortrun started for rank 1 (a shell around it) ends only after ranks 0 and 2 have failed and
+# been reaped, and then by SIGKILL. cohortrun, which sees ranks 0 and 2 end first, must still
+# name rank 1: the rendezvous saw its connection close without a goodbye before the others
+# failed. (Its line says "killed by signal 9" once the shell is reaped within VERDICT_WAIT_S, or
+# "left the job" when the shell is slower than that on a loaded machine.)
+N=$((N + 1))
+if want $N; then
+    name="$N: cohortrun -np 3 faulty, rank 1 killed but ends after ranks 0 and 2 failed: cohortrun names rank 1"
+    d="$tmp/case$N"
+    mkdir -p "$d"
+    # rank 1: faulty under a shell that waits (at most 60 s) until ranks 0 and 2 are reaped
+    timeout -k 5 $((START_LIMIT + FAIL_LIMIT + 30)) "$COHORTRUN" -np 3 sh -c '
+        if [ "$COHORT_RANK" != 1 ]; then exec "$0" "$@"; fi
+        "$0" "$@"
+        i=0
+        while [ $i -lt 1200 ]; do
+            gone=1
+            for r in 0 2; do kill -0 "$(cat "$1/pid.$r")" 2>/dev/null && gone=0; done
+            [ $gone = 1 ] && break
+            sleep 0.05; i=$((i + 1))
+        done
+        kill -9 $$' "$FAULTY" "$d" allreduce $SMALL >"$d/out" 2>&1 &
+    cr=$!
+    if wait_files "$d" $START_LIMIT pid.0 pid.1 pid.2; then
+        pids=$(rank_pids "$d" 3)
+        pgid=$(ps -o pgid= -p "$(cat "$d/pid.0")" | tr -d ' ')
+        kill -9 "$(cat "$d/pid.1")"
+        wait "$cr"
+        rc=$?
+        cr=""
+        first=$(grep -E '^cohortrun: rank [0-9]+ ' "$d/out" | head -n 1)
+        if [ $rc = 0 ] || [ $rc = 124 ] || [ -z "$first" ]; then
+            not_ok "$name: exit status $rc"
+        elif ! echo "$first" | grep -Eq "^cohortrun: rank 1 \(host [^,]+, pid [0-9]+\) (was killed by signal 9|left the job: its connection to the rendezvous closed without a goodbye)"; then
+            not_ok "$name: the first rank cohortrun names is not rank 1, lost first (exit $rc)"
+        elif ! echo "$first" | grep -q "ranks 0,2 failed after it"; then
+            not_ok "$name: cohortrun's line does not say that ranks 0 and 2 failed after rank 1 (exit $rc)"
         elif grep -Eq "Sanitizer|runtime error:" "$d/out"; then
             not_ok "$name: a sanitizer report in the output (exit $rc)"
         else

@@ -25,12 +25,13 @@ tests_unit_test_api_SOURCES = tests/unit/test_api.c tests/unit/expect.h
 tests_unit_test_api_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -pthread
 tests_unit_test_api_LDADD = libcohort.la $(CHECK_LIBS) -lpthread
 
-# The rendezvous server under a connection flood and out of descriptors.
+# The rendezvous server under a connection flood and out of descriptors; its handshake's MACs
+# (every bit of the hello's and the ack's) and the reasons it gives for a refusal.
 check_PROGRAMS += tests/unit/test_rdv_server
 TESTS += tests/unit/test_rdv_server
 tests_unit_test_rdv_server_SOURCES = tests/unit/test_rdv_server.c
 tests_unit_test_rdv_server_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_unit_test_rdv_server_LDADD = libcohort.la $(CHECK_LIBS)
+tests_unit_test_rdv_server_LDADD = libcohort.la $(CHECK_LIBS) -lpthread
 
 # The TCP transport's wire format (header-only: transports/tcp/tcp_wire.h).
 check_PROGRAMS += tests/unit/test_tcp_wire

@@ -349,8 +349,11 @@ START_TEST(hostfile_grammar)
     ck_assert_int_eq(h[2].slots, 2);
     ck_assert_str_eq(h[3].host, "node4");
     ck_assert_int_eq(h[3].slots, 3);
+    ck_assert_int_eq(h[3].max_slots, 8);
     ck_assert_str_eq(h[4].host, "10.0.0.5");
-    ck_assert_int_eq(h[4].slots, 1);
+    ck_assert_int_eq(h[4].slots, 2);                      /* max_slots alone: that many slots */
+    ck_assert_int_eq(h[4].max_slots, 2);
+    ck_assert_int_eq(h[0].max_slots, 0);
     ck_assert_str_eq(h[5].host, "node5");
     ck_assert_int_eq(h[5].slots, 1);
     free(h);
@@ -385,6 +388,8 @@ START_TEST(hostfile_errors)
     EXPECT_ERR(cohort_hostfile_parse_text("hf", "a slots=", &h, &n), "'a slots='");
     EXPECT_ERR(cohort_hostfile_parse_text("hf", "a slots=4x", &h, &n), "'a slots=4x'");
     EXPECT_ERR(cohort_hostfile_parse_text("hf", "a max_slots=x", &h, &n), "'a max_slots=x'");
+    EXPECT_ERR(cohort_hostfile_parse_text("hf", "a slots=4 max_slots=2", &h, &n),
+               "max_slots is less than slots");
     EXPECT_ERR(cohort_hostfile_parse_text("hf", "a slots=2 =3", &h, &n), "'a slots=2 =3'");
     EXPECT_ERR(cohort_hostfile_parse_text("hf", "", &h, &n), "hf", "no hosts");
     EXPECT_ERR(cohort_hostfile_parse_text("hf", "# only\n\n", &h, &n), "no hosts");

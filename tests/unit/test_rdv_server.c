@@ -7,7 +7,13 @@
  *    flood waits stays far below the wall time) and real ranks still get in;
  *  - refusals are logged at WARN once per peer address, then at INFO.
  * The strangers and the real ranks run in child processes, so that only the server's
- * descriptors count against this process's limit. */
+ * descriptors count against this process's limit.
+ * And the handshake's authentication (issue 17):
+ *  - a valid hello with any one bit of its MAC flipped is refused (256 tries, each bit), and the
+ *    client refuses the server's ack with any one bit of its MAC flipped (a man in the middle
+ *    here); a check of fewer than all 32 bytes fails one of these;
+ *  - a refused client is told why: another job, a wrong secret, a size that does not fit, a
+ *    rank that already joined. */
 #include "core/log.h"
 #include "core/rendezvous.h"
 #include "core/timeutil.h"
@@ -19,7 +25,9 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,6 +283,270 @@ START_TEST(refusals_warn_once_per_address)
 }
 END_TEST
 
+/* ---- the handshake's MACs ---------------------------------------------------------------- */
+
+/* The hello's size and the MAC's place in it (rdv_hello_t in core/rendezvous.c: magic, version,
+ * job id[64], rank, nranks, pid, host[64], nonce[16], then the MAC over all before it). The
+ * capture below checks the size; the control cases check that the bytes make a valid hello. */
+#define HELLO_BYTES 196
+#define ACK_BYTES 40      /* magic, status, MAC[32] */
+#define MAC_BYTES 32
+
+static int listen_local(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(listen(fd, 16), 0);
+    socklen_t sl = sizeof a;
+    getsockname(fd, (struct sockaddr *)&a, &sl);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+/* Reads exactly n bytes within timeout_ms; returns how many arrived. */
+static size_t read_full(int fd, void *buf, size_t n, int timeout_ms)
+{
+    size_t got = 0;
+    uint64_t end = cohort_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    while (got < n) {
+        uint64_t now = cohort_now_ns();
+        if (now >= end) break;
+        struct pollfd pf = { fd, POLLIN, 0 };
+        if (poll(&pf, 1, (int)((end - now) / 1000000ull) + 1) <= 0) continue;
+        ssize_t r = recv(fd, (char *)buf + got, n - got, 0);
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    return got;
+}
+
+static int accept_within(int lfd, int timeout_ms)
+{
+    struct pollfd pf = { lfd, POLLIN, 0 };
+    if (poll(&pf, 1, timeout_ms) != 1) return -1;
+    return accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+}
+
+typedef struct connector {
+    char url[64];
+    int rank, nranks;
+    const char *job, *key;
+    cohort_status_t st;
+    char msg[1024];
+} connector_t;
+
+/* A client thread: one cohort_rdv_connect, its result and message kept. */
+static void *connect_thread(void *arg)
+{
+    connector_t *c = arg;
+    cohort_rdv_client_t *cl = NULL;
+    c->st = cohort_rdv_connect(c->url, c->job, c->key, strlen(c->key), c->rank, c->nranks, 20.0,
+                               &cl);
+    snprintf(c->msg, sizeof c->msg, "%s", c->st ? cohort_last_error() : "");
+    if (cl) cohort_rdv_close(cl);
+    return NULL;
+}
+
+/* A hello as the real client sends it (rank 0 of 2: a server of 2 ranks that took it still
+ * answers the next ones): a fake server takes it and hangs up. */
+static void capture_hello(unsigned char *hello)
+{
+    int port;
+    int lfd = listen_local(&port);
+    connector_t c = { .rank = 0, .nranks = 2, .job = JOB, .key = KEY };
+    snprintf(c.url, sizeof c.url, "tcp://127.0.0.1:%d", port);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, connect_thread, &c), 0);
+    int fd = accept_within(lfd, 20000);
+    ck_assert_msg(fd >= 0, "the client did not connect within 20 s");
+    unsigned char buf[HELLO_BYTES + 64];
+    size_t got = read_full(fd, buf, HELLO_BYTES, 20000);
+    /* nothing more comes: the client now waits for the ack */
+    size_t more = read_full(fd, buf + got, sizeof buf - got, 200);
+    ck_assert_msg(got == HELLO_BYTES && more == 0, "the client's hello is %zu bytes, not %d: "
+                  "update HELLO_BYTES to rdv_hello_t", got + more, HELLO_BYTES);
+    memcpy(hello, buf, HELLO_BYTES);
+    close(fd);
+    close(lfd);
+    pthread_join(t, NULL);
+}
+
+/* Sends hello on a new connection; returns the ack's status (0 joined), or INT32_MIN when no
+ * ack came (a closed connection also counts as a refusal for the caller). */
+static int32_t send_hello(int port, const unsigned char *hello)
+{
+    int fd = connect_local(port);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(send(fd, hello, HELLO_BYTES, MSG_NOSIGNAL), HELLO_BYTES);
+    unsigned char ack[ACK_BYTES];
+    size_t got = read_full(fd, ack, sizeof ack, 20000);
+    close(fd);
+    int32_t status;
+    memcpy(&status, ack + 4, sizeof status);
+    return got == sizeof ack ? status : INT32_MIN;
+}
+
+START_TEST(hello_mac_every_bit)
+{
+    setenv("COHORT_DEBUG", "NONE", 1);   /* 256 refusals: not a line each */
+    cohort_log_reset();
+    unsigned char hello[HELLO_BYTES];
+    capture_hello(hello);
+    cohort_rdv_server_t *s = server(2);
+    int port = cohort_rdv_server_port(s);
+    int accepted = 0;
+    char which[2048] = "";
+    size_t used = 0;
+    for (int bit = 0; bit < MAC_BYTES * 8; bit++) {
+        unsigned char bad[HELLO_BYTES];
+        memcpy(bad, hello, sizeof bad);
+        bad[HELLO_BYTES - MAC_BYTES + bit / 8] ^= (unsigned char)(1u << (bit % 8));
+        int32_t st = send_hello(port, bad);
+        if (st == 0) {
+            accepted++;
+            if (used < sizeof which - 16)
+                used += (size_t)snprintf(which + used, sizeof which - used, " %d", bit);
+        }
+    }
+    /* control: the hello itself is valid, and the server still takes it */
+    int32_t good = send_hello(port, hello);
+    int arrived = cohort_rdv_server_arrived(s);
+    cohort_rdv_server_destroy(s);
+    unsetenv("COHORT_DEBUG");
+    cohort_log_reset();
+    ck_assert_msg(accepted == 0, "the server accepted %d hellos with one MAC bit flipped (bits%s)",
+                  accepted, which);
+    ck_assert_msg(good == 0 && arrived == 1, "the unmodified hello was refused (status %d, %d "
+                  "arrived): the capture is not a valid hello", (int)good, arrived);
+}
+END_TEST
+
+typedef struct mitm {
+    int lfd, server_port, nconn;
+    int flip_bit[MAC_BYTES * 8 + 1];   /* per connection: the ack bit to flip, -1 none */
+    int failed;
+    char why[256];
+} mitm_t;
+
+/* Passes each client's hello to the server and the server's ack back with one bit flipped. */
+static void *mitm_thread(void *arg)
+{
+    mitm_t *m = arg;
+    for (int i = 0; i < m->nconn; i++) {
+        int cfd = accept_within(m->lfd, 20000);
+        if (cfd < 0) {
+            m->failed = 1;
+            snprintf(m->why, sizeof m->why, "connection %d: no client within 20 s", i);
+            return NULL;
+        }
+        unsigned char hello[HELLO_BYTES], ack[ACK_BYTES];
+        int sfd = connect_local(m->server_port);
+        if (sfd < 0 || read_full(cfd, hello, sizeof hello, 20000) != sizeof hello ||
+            send(sfd, hello, sizeof hello, MSG_NOSIGNAL) != (ssize_t)sizeof hello ||
+            read_full(sfd, ack, sizeof ack, 20000) != sizeof ack) {
+            m->failed = 1;
+            snprintf(m->why, sizeof m->why, "connection %d: no hello or no ack", i);
+        } else {
+            int b = m->flip_bit[i];
+            if (b >= 0) ack[ACK_BYTES - MAC_BYTES + b / 8] ^= (unsigned char)(1u << (b % 8));
+            if (send(cfd, ack, sizeof ack, MSG_NOSIGNAL) != (ssize_t)sizeof ack) m->failed = 1;
+            /* until the client hangs up (it does once it refused the ack, or after its goodbye
+             * when it took it), at most 5 s */
+            unsigned char junk[64];
+            read_full(cfd, junk, sizeof junk, 5000);
+        }
+        if (sfd >= 0) close(sfd);
+        close(cfd);
+    }
+    return NULL;
+}
+
+START_TEST(ack_mac_every_bit)
+{
+    setenv("COHORT_DEBUG", "NONE", 1);
+    cohort_log_reset();
+    const int nbits = MAC_BYTES * 8;
+    cohort_rdv_server_t *s = server(nbits + 1);   /* each try joins as another rank */
+    mitm_t m = { .server_port = cohort_rdv_server_port(s), .nconn = nbits + 1 };
+    int port;
+    m.lfd = listen_local(&port);
+    for (int i = 0; i < nbits; i++) m.flip_bit[i] = i;
+    m.flip_bit[nbits] = -1;                       /* control: the ack as the server sent it */
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, mitm_thread, &m), 0);
+    int taken = 0, other = 0;
+    char which[2048] = "", msg[1024] = "";
+    size_t used = 0;
+    cohort_status_t control = COHORT_ERR_INTERNAL;
+    for (int i = 0; i <= nbits; i++) {
+        connector_t c = { .rank = i, .nranks = nbits + 1, .job = JOB, .key = KEY };
+        snprintf(c.url, sizeof c.url, "tcp://127.0.0.1:%d", port);
+        connect_thread(&c);
+        if (i == nbits) {
+            control = c.st;
+            snprintf(msg, sizeof msg, "%s", c.msg);
+        } else if (!c.st) {
+            taken++;
+            if (used < sizeof which - 16)
+                used += (size_t)snprintf(which + used, sizeof which - used, " %d", i);
+        } else if (!strstr(c.msg, "did not prove it knows the job secret")) {
+            other++;
+            snprintf(msg, sizeof msg, "%s", c.msg);
+        }
+    }
+    pthread_join(t, NULL);
+    close(m.lfd);
+    cohort_rdv_server_destroy(s);
+    unsetenv("COHORT_DEBUG");
+    cohort_log_reset();
+    ck_assert_msg(!m.failed, "the man in the middle failed: %s", m.why);
+    ck_assert_msg(taken == 0, "the client took %d acks with one MAC bit flipped (bits%s)", taken,
+                  which);
+    ck_assert_msg(other == 0, "%d refusals of a bad ack gave another message: %s", other, msg);
+    ck_assert_msg(control == COHORT_SUCCESS, "the unmodified ack was refused: %s", msg);
+}
+END_TEST
+
+/* ---- why a hello was refused ------------------------------------------------------------- */
+
+static void expect_refusal(int port, const char *job, const char *key, int rank, int nranks,
+                           const char *needle)
+{
+    connector_t c = { .rank = rank, .nranks = nranks, .job = job, .key = key };
+    snprintf(c.url, sizeof c.url, "tcp://127.0.0.1:%d", port);
+    connect_thread(&c);
+    ck_assert_msg(c.st == COHORT_ERR_MISMATCH && strstr(c.msg, needle), "rank %d of %d, job %s: "
+                  "want a refusal saying '%s', got %d: %s", rank, nranks, job, needle,
+                  (int)c.st, c.msg);
+}
+
+START_TEST(refusals_say_why)
+{
+    setenv("COHORT_DEBUG", "NONE", 1);
+    cohort_log_reset();
+    cohort_rdv_server_t *s = server(2);
+    int port = cohort_rdv_server_port(s);
+    expect_refusal(port, "another-job", KEY, 0, 2, "serves another job than this rank's "
+                   "'another-job'");
+    expect_refusal(port, JOB, "not-the-secret", 0, 2, "not signed with the job's secret");
+    expect_refusal(port, JOB, KEY, 1, 3, "has another size, or no rank 1");
+    /* rank 0 joins; the same rank again is refused as a second join */
+    char url[64];
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
+    cohort_rdv_client_t *cl = NULL;
+    ck_assert_msg(cohort_rdv_connect(url, JOB, KEY, strlen(KEY), 0, 2, 20.0, &cl) == 0, "%s",
+                  cohort_last_error());
+    expect_refusal(port, JOB, KEY, 0, 2, "rank 0 already joined job 'flood-job'");
+    cohort_rdv_close(cl);
+    cohort_rdv_server_destroy(s);
+    unsetenv("COHORT_DEBUG");
+    cohort_log_reset();
+}
+END_TEST
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -285,6 +557,12 @@ int main(void)
     tcase_add_test(tc, out_of_descriptors_does_not_spin);
     tcase_add_test(tc, refusals_warn_once_per_address);
     suite_add_tcase(su, tc);
+    TCase *auth = tcase_create("handshake");
+    tcase_set_timeout(auth, 120);
+    tcase_add_test(auth, hello_mac_every_bit);
+    tcase_add_test(auth, ack_mac_every_bit);
+    tcase_add_test(auth, refusals_say_why);
+    suite_add_tcase(su, auth);
     SRunner *sr = srunner_create(su);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
