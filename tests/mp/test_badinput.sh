@@ -182,6 +182,8 @@ setting COHORT_TOPO_FILE "$tmp/fifo" "a pipe"
 setting COHORT_TOPO_FILE "$tmp/dir" "a directory"
 setting COHORT_TOPO_FILE /etc/passwd "/etc/passwd"
 setting COHORT_TOPO_DUMP ""
+setting COHORT_RENDEZVOUS_SERVER rank1
+setting COHORT_RENDEZVOUS_SERVER cohortrun
 setting COHORT_HIERARCHICAL sometimes
 setting COHORT_HIERARCHICAL 2
 setting COHORT_SOCKET_PROBE_MS 10x
