@@ -1081,13 +1081,37 @@ cohort_status_t cohort_comm_destroy(cohort_comm_t *comm)
     st = cohort_p2p_token_finish(comm, DESTROY_CONFIRM_MS);
     if (st) cohort_jobctl_failure(comm, st, -1);
     if (comm->owns_ctl) cohort_jobctl_detach();
+    /* A plugin that runs collectives itself may compare what the ranks ran when the endpoint
+     * closes, waiting a bounded time for the others (shm: its node collectives, where a small
+     * broadcast's root waits for no one either); ep_close returns what it found. The plugin's
+     * host->error is logged at INFO while the endpoints close, and once at WARN below, in
+     * this call's words. */
+    int level = cohort_error_log_level(COHORT_LOG_INFO);
+    cohort_status_t cst = COHORT_SUCCESS;
+    char why[1536] = "";
     for (int p = 0; comm->peers && p < comm->nranks; p++) {
         cohort_peer_t *peer = &comm->peers[p];
         if (peer->conn && peer->plugin >= 0)
             comm->plugins[peer->plugin]->ops->conn_close(peer->conn);
     }
-    for (int i = 0; comm->eps && i < comm->nplugins; i++)
-        if (comm->eps[i]) comm->plugins[i]->ops->ep_close(comm->eps[i]);
+    for (int i = 0; comm->eps && i < comm->nplugins; i++) {
+        if (!comm->eps[i]) continue;
+        cohort_status_t s = comm->plugins[i]->ops->ep_close(comm->eps[i]);
+        if (s && !cst) {
+            cst = s;
+            snprintf(why, sizeof why, "%s", cohort_last_error());
+        }
+    }
+    cohort_error_log_level(level);
+    int mism = cst == COHORT_ERR_MISMATCH;
+    if (cst && !st)
+        st = cohort_error(cst, "cohort_comm_destroy on rank %d: %s (the communicator is "
+                          "destroyed all the same%s): %s", comm->rank,
+                          mism ? "its last collectives did not match the other ranks'"
+                               : "closing an endpoint failed",
+                          mism ? "; what they returned here may be wrong" : "", why);
+    else if (cst)
+        COHORT_WARN("core", "cohort_comm_destroy on rank %d, besides: %s", comm->rank, why);
     if (comm->plugins) cohort_plugins_release();
     free(comm->peers);
     free(comm->eps);

@@ -11,8 +11,10 @@
  *  - abi_version is (major << 16) | minor. The core refuses a plugin whose major differs from
  *    COHORT_PLUGIN_ABI_MAJOR; any minor is accepted.
  *  - No function may block: long operations return COHORT_IN_PROGRESS and are finished by
- *    calling test/progress. The core owns every timeout. One exception, at set-up only:
- *    can_reach may probe the peer for a bounded time that a setting of the plugin gives.
+ *    calling test/progress. The core owns every timeout. Two exceptions: at set-up, can_reach
+ *    may probe the peer for a bounded time that a setting of the plugin gives; at the end, a
+ *    plugin that runs collectives itself may, at an endpoint's first conn_close or ep_close, wait
+ *    a bounded time (shm: at most 2 s) for the peers' endpoints to compare what the ranks ran.
  *  - On failure a function returns a negative cohort_status_t after calling host->error() with a
  *    message naming what failed (peer rank, interface, errno text) and what to try.
  *  - A plugin includes only this header; everything it needs from the core is in the host table.
@@ -199,7 +201,10 @@ typedef struct cohort_transport_v1 {
     cohort_status_t (*ep_open)(cohort_tp_ctx_t ctx, const cohort_ep_info_t *info,
                                cohort_tp_ep_t *ep, void *addr, size_t *addrlen);
     /* Closes every connection of the endpoint, even with operations in flight (they are
-     * cancelled). Never blocks. */
+     * cancelled). Never blocks but for the comparison above. Returns COHORT_SUCCESS, or what
+     * that comparison found (COHORT_ERR_MISMATCH after host->error: the collectives the plugin
+     * ran differed between ranks), which cohort_comm_destroy returns; the endpoint is closed
+     * whatever it returns. */
     cohort_status_t (*ep_close)(cohort_tp_ep_t ep);
     /* 1 if this endpoint can reach the peer whose address blob is given, else 0. The core asks
      * both sides and uses the transport for a pair only if both say 1. Called during creation

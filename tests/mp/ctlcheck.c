@@ -35,7 +35,18 @@
  *               bcast-last    broadcast, root = own rank, as the job's last call: the broadcast
  *                             returns (a root waits for no one) and cohort_comm_destroy returns
  *                             COHORT_ERR_MISMATCH naming the broadcast and both roots (the
- *                             script checks the WARN line in the log).
+ *                             script checks the WARN line in the log);
+ *               bcast-last-lane  the same with as many floats as the largest broadcast of shm's
+ *                             small lane (lane_bytes).
+ *   agree WHAT  every rank makes the same calls, the last a broadcast from rank 0; every
+ *             cohort_comm_destroy that is called must return COHORT_SUCCESS (the script checks
+ *             that nothing is logged at WARN). WHAT:
+ *               bcast         2 floats;
+ *               bcast-lane    as many floats as the largest broadcast of shm's small lane;
+ *               late-destroy  2 floats; rank n-1 destroys 3 s after the broadcast;
+ *               late-bcast    2 floats; rank n-1 starts the broadcast 3 s late, when the others
+ *                             have given up waiting for it at their destroy;
+ *               exit          2 floats; rank n-1 exits after the broadcast without destroying.
  *   stall     rank 2 (of 3) joins an allreduce 4 s late (run with COHORT_STALL_WARN=1): the
  *             job's stall report (checked by the script) names it.
  */
@@ -141,6 +152,15 @@ static void linger(int rank, int n)
     }
 }
 
+/* The largest broadcast that shm's small lane takes at n ranks (transports/shm/coll.c, sb_max):
+ * 64 KiB at 2 ranks, 32 KiB at 4, whole cache lines in between, at least 4 KiB. */
+static size_t lane_bytes(int n)
+{
+    size_t m = ((size_t)8 << 20) / ((size_t)n * 64);
+    m = m > ((size_t)64 << 10) ? (size_t)64 << 10 : m < ((size_t)4 << 10) ? (size_t)4 << 10 : m;
+    return m / 64 * 64;
+}
+
 static void disagree(int rank, const char *what)
 {
     int n = cohort_comm_size(world);
@@ -173,10 +193,11 @@ static void disagree(int rank, const char *what)
         root = 0;
         st = cohort_allreduce(world, buf, buf, rank ? (size_t)128 << 10 : 8, COHORT_FLOAT32,
                               COHORT_SUM);
-    } else if (!strcmp(what, "bcast-last")) {
+    } else if (!strcmp(what, "bcast-last") || !strcmp(what, "bcast-last-lane")) {
         /* A rank that starts the broadcast after another rank's destroy found the mismatch
          * fails it at once (the job told it); the others fail their destroy. */
-        st = cohort_broadcast(world, buf, 2, COHORT_FLOAT32, rank);
+        size_t count = !strcmp(what, "bcast-last") ? 2 : lane_bytes(n) / sizeof(float);
+        st = cohort_broadcast(world, buf, count, COHORT_FLOAT32, rank);
         const char *call = "the broadcast";
         if (st == COHORT_SUCCESS) {
             st = cohort_comm_destroy(world);
@@ -207,6 +228,38 @@ static void disagree(int rank, const char *what)
     cohort_comm_destroy(world);
 }
 
+/* Every rank agrees; the last call is a broadcast from rank 0 (see "agree" at the top). */
+static void agree(int rank, const char *what)
+{
+    int n = cohort_comm_size(world), last = rank == n - 1;
+    size_t count = !strcmp(what, "bcast-lane") ? lane_bytes(n) / sizeof(float) : 2;
+    if (strcmp(what, "bcast") && strcmp(what, "bcast-lane") && strcmp(what, "late-destroy") &&
+        strcmp(what, "late-bcast") && strcmp(what, "exit"))
+        FAIL("unknown agreement %s", what);
+    float *buf = calloc(count, sizeof *buf);
+    if (!buf) FAIL("no memory");
+    cohort_status_t st = cohort_allreduce(world, buf, buf, count, COHORT_FLOAT32, COHORT_SUM);
+    if (st) FAIL("allreduce: %s", cohort_last_error());
+    if (last && !strcmp(what, "late-bcast")) sleep_s(3.0);
+    for (size_t i = 0; i < count; i++) buf[i] = rank ? -1.0f : (float)i;
+    st = cohort_broadcast(world, buf, count, COHORT_FLOAT32, 0);
+    if (st) FAIL("broadcast of %zu floats from rank 0: %s", count, cohort_last_error());
+    for (size_t i = 0; i < count; i++)
+        if (buf[i] != (float)i) FAIL("broadcast: element %zu is %g, not %zu", i, buf[i], i);
+    free(buf);
+    if (last && !strcmp(what, "exit")) {
+        printf("ok: rank %d: exits without destroying\n", rank);
+        fflush(stdout);
+        exit(0);
+    }
+    if (last && !strcmp(what, "late-destroy")) sleep_s(3.0);
+    double t0 = now();
+    st = cohort_comm_destroy(world);
+    if (st) FAIL("destroy after collectives that agreed gave %s: %s", cohort_strerror(st),
+                 cohort_last_error());
+    printf("ok: rank %d: destroy succeeded in %.3f s\n", rank, now() - t0);
+}
+
 static void on_alarm(int sig)
 {
     (void)sig;
@@ -218,7 +271,8 @@ int main(int argc, char **argv)
 {
     int rank = -1;
     if (argc < 2 || argc > 3)
-        FAIL("usage: ctlcheck thread|signal|split|mismatch|roots|long|stall|disagree WHAT");
+        FAIL("usage: ctlcheck thread|signal|split|mismatch|roots|long|stall|disagree WHAT|agree "
+             "WHAT");
     const char *mode = argv[1];
     int fds0 = count_fds();
     if (cohort_comm_init(&world)) FAIL("init: %s", cohort_last_error());
@@ -305,6 +359,8 @@ int main(int argc, char **argv)
         cohort_comm_destroy(world);
     } else if (!strcmp(mode, "disagree") && argc == 3) {
         disagree(rank, argv[2]);
+    } else if (!strcmp(mode, "agree") && argc == 3) {
+        agree(rank, argv[2]);
     } else if (!strcmp(mode, "long")) {
         /* every rank computes for 3 s between two collectives (run with COHORT_TIMEOUT=1): the
          * job's control connection must not be mistaken for a rendezvous that never ends */

@@ -5,8 +5,9 @@
 # next collective; ranks that disagree on a root or a count get a mismatch within seconds, never
 # a timeout, over shm, tcp and ucx (and where 3 of 4 ranks on 2 nodes take the hierarchical
 # allreduce), and a broadcast with disagreeing roots as the job's last call
-# fails cohort_comm_destroy with a WARN naming both roots; the stall report names the rank that
-# did not join;
+# fails cohort_comm_destroy with a WARN naming both roots (over shm too, where ranks that agree
+# get no WARN, also when one destroys late or exits without destroying); the stall report names
+# the rank that did not join;
 # a rank killed between collectives fails every survivor's next collective naming it; cohortrun
 # names the first rank that died.
 . "$top_srcdir/tests/mp/lib.sh"
@@ -29,7 +30,7 @@ run_case "small broadcasts whose ranks each were the root: the next collective f
 # Disagreements (ctlcheck.c, "disagree"): COHORT_TIMEOUT=60, so a timeout cannot pass for the
 # mismatch, which must come within 10 s. Over tcp and ucx the tokens of core/p2p.h find them;
 # shm's node collectives compare tags themselves (a small broadcast's root waits for no one
-# there, and a last call's mismatch is not seen: docs/reliability.md).
+# there: a last call's mismatch is found when the ranks close the endpoint, shm_coll_finish).
 tps="shm tcp"
 [ -e "$top_builddir/.libs/libcohort-ucx.so" ] && tps="$tps ucx"
 for tp in $tps; do
@@ -49,6 +50,35 @@ for tp in $tps; do
             grep -q "cohort WARN .*cohort_comm_destroy on rank [0-9]*: its last collectives did not match.*broadcast #1 (count 2, float32, root [0-9]).*broadcast #1 (count 2, float32, root [0-9]).*differ in the root" "$4"' \
             "$COHORTRUN" "$CT" $np $tp "$tmp/last"
     done
+done
+# The last call over shm's node collectives: broadcasts whose ranks each are the root, of 2
+# floats and of the small lane's largest size (64 KiB at np 2, 43648 bytes at 3, 32 KiB at 4),
+# fail every rank's destroy with a WARN that names both roots and says why only destroy sees it.
+for np in 2 3 4; do
+    lane=$(( 8388608 / (np * 64) ))
+    [ $lane -gt 65536 ] && lane=65536
+    lane=$(( lane / 64 * 64 ))
+    for c in bcast-last:2 bcast-last-lane:$(( lane / 4 )); do
+        what=${c%:*} count=${c#*:}
+        bytes=$lane
+        run_case "a broadcast with disagreeing roots as the last call ($what, np $np, shm): every destroy fails, WARN names both roots" sh -c '
+            COHORT_TIMEOUT=60 COHORT_TRANSPORTS=shm "$0" -np $2 "$1" disagree $3 >"$6" 2>&1 ||
+                { cat "$6"; exit 1; }
+            grep "^ok" "$6"
+            [ "$(grep -c "^ok: rank [0-9]*: destroy: " "$6")" = $2 ] || { cat "$6"; exit 1; }
+            grep -q "cohort WARN .*cohort_comm_destroy on rank [0-9]*: its last collectives did not match.*a broadcast of at most $5 bytes had another root, count or dtype on some ranks; its root does not wait, so this shows only at destroy.*broadcast #1 (count $4, float32, root [0-9]).*broadcast #1 (count $4, float32, root [0-9]).*differ in the root" "$6" ||
+                { cat "$6"; exit 1; }' \
+            "$COHORTRUN" "$CT" $np $what $count $bytes "$tmp/last"
+    done
+done
+# ... and where the ranks agree: no WARN, every destroy succeeds.
+for c in bcast:2 bcast:4 bcast-lane:3 late-destroy:3 late-bcast:3 exit:3 exit:2; do
+    what=${c%:*} np=${c#*:}
+    run_case "ranks that agree on the last call ($what, np $np, shm): destroy succeeds, nothing at WARN" sh -c '
+        COHORT_TIMEOUT=60 COHORT_TRANSPORTS=shm "$0" -np $2 "$1" agree $3 >"$4" 2>&1 ||
+            { cat "$4"; exit 1; }
+        grep "^ok" "$4"
+        ! grep "WARN" "$4"' "$COHORTRUN" "$CT" $np $what "$tmp/agree"
 done
 mkdir "$tmp/hier"
 run_case "an allreduce whose count picks the hierarchical algorithm on 3 of 4 ranks (2 nodes): mismatch within 10 s on every rank" \

@@ -63,6 +63,18 @@
  *     next collective fails on every rank, naming the history), a root's peer that runs an
  *     allreduce at that step (both fail), a reader with another count (it fails, the others
  *     finish), the same with a root that lent its buffer (the reader must release it).
+ *
+ * At close (shm_coll_finish): after every world above, each rank that did not fail calls it
+ * (ranks that agree: COHORT_SUCCESS, nothing logged about peers not compared), and
+ * (12) its own cases after three good collectives and a last small broadcast: every rank agrees
+ *     (n = 2); each rank is the root of the last one (n = 3: every rank fails, naming the roots);
+ *     a reader that starts the last broadcast only once its root waits for it at close; a reader
+ *     that leaves instead (the peer hook says it is gone: not compared, no wait); one that
+ *     starts it only after the others gave up waiting (short deadline: they log that they did
+ *     not compare, and it compares with what they left); a root that ran one broadcast more
+ *     than its reader (both fail: one called collectives that the other did not); a reader
+ *     that failed with another count (no one else fails); a reader that closes only after the
+ *     others (they compare with what it published at the last step, and do not wait).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -113,6 +125,10 @@
 #define LOG_LENT "buffers are read in place"
 #define LOG_MIXED "staging although"
 #define LOG_NOPROBE "cannot map the memory"
+/* shm_coll_finish's INFO lines: peers it did not compare, as they had not got as far in time or
+ * had left (the second kind also counts as the first) */
+#define LOG_UNCOMPARED "not compared"
+#define LOG_LEFT "before reaching"
 
 /* ---- helpers ----------------------------------------------------------------------------- */
 
@@ -314,6 +330,7 @@ static _Thread_local char tl_msg[1024];
 static _Thread_local unsigned tl_nerr;
 /* coll.c's log lines of this rank (thread) */
 static _Thread_local unsigned tl_log_mapped, tl_log_mixed, tl_log_noprobe, tl_log_lent;
+static _Thread_local unsigned tl_log_uncompared, tl_log_left;
 static _Thread_local char tl_log_noprobe_msg[512];
 /* the reductions of this rank: from the staging slots (a source in the area) or not (from
  * sendbufs and mapped peer buffers) */
@@ -353,6 +370,9 @@ static void host_log(int level, const char *subsys, const char *fmt, ...)
     } else if (strstr(b, LOG_NOPROBE)) {
         tl_log_noprobe++;
         snprintf(tl_log_noprobe_msg, sizeof tl_log_noprobe_msg, "%.500s", b);
+    } else if (strstr(b, LOG_UNCOMPARED)) {
+        tl_log_uncompared++;
+        if (strstr(b, LOG_LEFT)) tl_log_left++;
     }
 }
 
@@ -404,7 +424,7 @@ static const cohort_host_v1_t HOST_1_2 = {
 /* ---- the world: one area, n ranks ---------------------------------------------------------- */
 
 enum { MODE_MATRIX, MODE_STRESS, MODE_MISMATCH, MODE_BITID, MODE_MAP_MATRIX, MODE_MAP_MIXED,
-       MODE_SB_AHEAD, MODE_SB_STRESS, MODE_SB_MISMATCH };
+       MODE_SB_AHEAD, MODE_SB_STRESS, MODE_SB_MISMATCH, MODE_FINISH };
 
 /* Where a world's buffers come from (w->mem): malloc; the test's cohort_mem_alloc; or, per
  * collective, a pattern of both (spec_t.pat, or drawn from the collective's number). */
@@ -436,6 +456,11 @@ typedef struct rank_out {
                                         MAP_BYTES, of those that may map) */
     unsigned log_mapped, log_mixed, log_noprobe, log_lent;
     char log_noprobe_msg[512];
+    /* shm_coll_finish */
+    cohort_status_t st_fin;
+    char msg_fin[1536];
+    unsigned fin_waited;             /* ranks it said it waited on (bits) */
+    unsigned log_uncompared, log_left;
 } rank_out_t;
 
 typedef struct world {
@@ -464,8 +489,11 @@ typedef struct world {
     pthread_barrier_t created;                 /* every rank's shm_coll_new is done (the core's
                                                   creation round) */
     /* MODE_SB_AHEAD */
-    _Atomic int go;                            /* the root stalled: the others may start */
+    _Atomic int go;                            /* the root stalled: the others may start;
+                                                  MODE_FINISH: a rank may go on */
     uint64_t stalled_at;                       /* the root's first collective that waited */
+    _Atomic unsigned gone;                     /* ranks the peer hook says left (bits) */
+    _Atomic int fin_returned;                  /* MODE_FINISH: ranks whose finish returned */
     rank_out_t out[MAXN];
 } world_t;
 
@@ -489,9 +517,10 @@ typedef struct hook_ep {
 static cohort_status_t hook_peer_check(void *ep, int peer, int report)
 {
     hook_ep_t *h = ep;
-    (void)peer;
     (void)report;
     atomic_fetch_add_explicit(&h->w->peer_checks, 1, memory_order_relaxed);
+    if (peer >= 0 && peer < MAXN && (atomic_load(&h->w->gone) & (1u << peer)))
+        return COHORT_ERR_PEER_LOST;
     return COHORT_SUCCESS;
 }
 
@@ -1718,6 +1747,97 @@ static int script_sb_mismatch(rank_ctx_t *c)
     return 0;
 }
 
+/* shm_coll_finish until it is done, yielding; deadline wait_ns from now. Its status (message in
+ * o->msg_fin), or DRIVE_STOPPED. MODE_FINISH variant 2: rank 0 waiting on rank 2 lets it go on. */
+static cohort_status_t drive_finish(rank_ctx_t *c, uint64_t wait_ns)
+{
+    world_t *w = c->w;
+    rank_out_t *o = &w->out[c->rank];
+    const uint64_t t0 = shm_now_ns(), deadline = t0 + wait_ns;
+    tl_msg[0] = 0;
+    for (;;) {
+        int waiting_on = -7;
+        cohort_status_t st = shm_coll_finish(c->co, deadline, &waiting_on);
+        if (st != COHORT_IN_PROGRESS) {
+            snprintf(o->msg_fin, sizeof o->msg_fin, "%s", tl_msg);
+            if (st == COHORT_SUCCESS && tl_msg[0])
+                return rfail(c, "finish succeeded after host->error: %s", tl_msg);
+            return st;
+        }
+        if (waiting_on < 0 || waiting_on >= w->n || waiting_on == c->rank) {
+            rfail(c, "finish in progress, waiting on rank %d (n = %d)", waiting_on, w->n);
+            return DRIVE_STOPPED;
+        }
+        o->fin_waited |= 1u << waiting_on;
+        if (w->mode == MODE_FINISH && w->variant == 2 && c->rank == 0 && waiting_on == 2)
+            atomic_store(&w->go, 1);
+        if (atomic_load_explicit(&w->abort, memory_order_relaxed)) return DRIVE_STOPPED;
+        if (shm_now_ns() > deadline + STALL_NS) {
+            rfail(c, "finish still in progress 30 s after its deadline (waiting on rank %d)",
+                  waiting_on);
+            return DRIVE_STOPPED;
+        }
+        sched_yield();
+    }
+}
+
+/* Waits (with the stall deadline) until flag is set. */
+static int await_flag(rank_ctx_t *c, _Atomic int *flag, int want, const char *what)
+{
+    uint64_t t0 = cohort_now_ns();
+    while (atomic_load(flag) < want) {
+        if (atomic_load(&c->w->abort)) return -1;
+        if (cohort_now_ns() > t0 + STALL_NS) return rfail(c, "waited 30 s for %s", what);
+        sched_yield();
+    }
+    return 0;
+}
+
+/* (12) at close, after three good collectives; then a last small broadcast from rank 0, but:
+ * variant 1, each rank is its root; 3, rank 2 leaves instead (the peer hook says so); 5, rank 0
+ * broadcasts twice; 6, rank 1 reads with another count (and fails). Variant 2: rank 2 starts the
+ * broadcast once rank 0 waits for it at close; 4: rank 2 starts it once the others gave up
+ * waiting for it (their deadline 200 ms); 7: rank 2 closes only once the others did (they
+ * compare with its record of the last step, without waiting for its fin). */
+static int script_finish(rank_ctx_t *c)
+{
+    world_t *w = c->w;
+    const int r = c->rank, v = w->variant;
+    rank_out_t *o = &w->out[r];
+    for (int i = 0; i < 3; i++) {
+        spec_t sp = { .coll = i == 1 ? COHORT_TP_BROADCAST : COHORT_TP_ALLREDUCE, .count = 5,
+                      .dt = COHORT_INT32, .op = COHORT_SUM, .root = i % w->n };
+        if (run_spec(c, &sp, 0)) return -1;
+    }
+    if (v == 3 && r == 2) {
+        atomic_fetch_or(&w->gone, 1u << r);
+        o->st_fin = COHORT_SUCCESS;
+        return 0;
+    }
+    if ((v == 2 || v == 4) && r == 2 &&
+        await_flag(c, v == 2 ? &w->go : &w->fin_returned, v == 2 ? 1 : 2,
+                   v == 2 ? "rank 0 to wait for this rank at close" : "the others' finish"))
+        return -1;
+    int32_t rb[16];
+    char msg[1024];
+    int root = v == 1 ? r : 0;
+    size_t count = v == 6 && r == 1 ? 3 : 2;
+    cohort_status_t st = raw_coll(c, COHORT_TP_BROADCAST, count, root, rb, msg, sizeof msg);
+    if (st == COHORT_SUCCESS && v == 5 && r == 0)
+        st = raw_coll(c, COHORT_TP_BROADCAST, 2, 0, rb, msg, sizeof msg);
+    if (st == DRIVE_STOPPED) return -1;
+    if (st != (v == 6 && r == 1 ? COHORT_ERR_MISMATCH : COHORT_SUCCESS))
+        return rfail(c, "variant %d: the last broadcast: status %d (%s)", v, (int)st, msg);
+    if (st == COHORT_SUCCESS && r != root && (rb[0] != 1000 || rb[1] != 1001))
+        return rfail(c, "variant %d: broadcast from rank %d: got %d %d", v, root, (int)rb[0],
+                     (int)rb[1]);
+    if (v == 7 && r == 2 && await_flag(c, &w->fin_returned, 2, "the others' finish"))
+        return -1;
+    o->st_fin = drive_finish(c, v == 4 && r != 2 ? 200000000ull : 60000000000ull);
+    atomic_fetch_add(&w->fin_returned, 1);
+    return o->st_fin == DRIVE_STOPPED ? -1 : 0;
+}
+
 static void *rank_main(void *arg)
 {
     rank_ctx_t *c = arg;
@@ -1734,7 +1854,8 @@ static void *rank_main(void *arg)
                                .stream = w->stream };
     tl_area_lo = (uintptr_t)w->area;
     tl_area_hi = tl_area_lo + w->area_len;
-    tl_log_mapped = tl_log_mixed = tl_log_noprobe = tl_log_lent = 0;
+    tl_log_mapped = tl_log_mixed = tl_log_noprobe = tl_log_lent = tl_log_uncompared = 0;
+    tl_log_left = 0;
     c->co = shm_coll_new(w->area, c->rank, w->n, w->old_host ? &HOST_1_2 : &HOST, &hooks);
     /* as the core's creation round: every rank's shm_coll_new is done (and its control line,
      * which mapped mode's probe reads, written) before any collective */
@@ -1754,12 +1875,24 @@ static void *rank_main(void *arg)
     case MODE_SB_AHEAD: script_sb_ahead(c); break;
     case MODE_SB_STRESS: script_sb_stress(c); break;
     case MODE_SB_MISMATCH: script_sb_mismatch(c); break;
+    case MODE_FINISH: script_finish(c); break;
     default: break;
+    }
+    /* at close: ranks that agreed (and those whose collectives failed) succeed at once, and
+     * compare with every peer */
+    rank_out_t *o = &w->out[c->rank];
+    if (w->mode != MODE_FINISH && !o->failed && !atomic_load(&w->abort)) {
+        cohort_status_t st = drive_finish(c, 60000000000ull);
+        if (st != DRIVE_STOPPED && st != COHORT_SUCCESS)
+            rfail(c, "finish after the world's script: status %d: %s", (int)st, o->msg_fin);
+        else if (tl_log_uncompared)
+            rfail(c, "finish after the world's script did not compare every peer");
     }
     shm_coll_free(c->co);
     for (int i = 0; i < POOL; i++) tmem_free(c->pool[i]);
-    rank_out_t *o = &w->out[c->rank];
     o->log_mapped = tl_log_mapped;
+    o->log_uncompared = tl_log_uncompared;
+    o->log_left = tl_log_left;
     o->log_mixed = tl_log_mixed;
     o->log_noprobe = tl_log_noprobe;
     o->log_lent = tl_log_lent;
@@ -1781,6 +1914,8 @@ static void run_world(world_t *w, const char *name)
     atomic_init(&w->arrivals, 0);
     atomic_init(&w->wakes, 0);
     atomic_init(&w->peer_checks, 0);
+    atomic_init(&w->gone, 0);
+    atomic_init(&w->fin_returned, 0);
     ck_assert_int_eq(pthread_barrier_init(&w->created, NULL, (unsigned)w->n), 0);
     char why[512] = "";
     if (w->mem != MEM_PLAIN) {
@@ -2182,6 +2317,56 @@ START_TEST(test_sb_mismatch)
 }
 END_TEST
 
+/* (12) _i: the variant of script_finish */
+START_TEST(test_finish)
+{
+    int n = _i == 0 || _i == 5 ? 2 : 3;
+    world_t *w = new_world(n, shm_coll_round(n, 4096), MODE_FINISH);
+    w->variant = _i;
+    run_world(w, "at close");
+    for (int r = 0; r < n; r++) {
+        const rank_out_t *o = &w->out[r];
+        int fails = _i == 1 || _i == 5;
+        ck_assert_msg(o->st_fin == (fails ? COHORT_ERR_MISMATCH : COHORT_SUCCESS),
+                      "variant %d: rank %d's finish: status %d (%s)", _i, r, (int)o->st_fin,
+                      o->msg_fin);
+        if (fails) {
+            ck_assert_msg(strstr(o->msg_fin, "its root does not wait") ||
+                          strstr(o->msg_fin, "returns on its root without waiting"),
+                          "variant %d: rank %d does not say why only close sees it: '%s'", _i,
+                          r, o->msg_fin);
+            ck_assert_msg(strstr(o->msg_fin, "so this shows only at destroy") != NULL,
+                          "variant %d: rank %d: '%s'", _i, r, o->msg_fin);
+        }
+        if (_i == 1) {
+            char want[96];
+            snprintf(want, sizeof want, "broadcast #4 (count 2, int32, root %d)", r);
+            ck_assert_msg(strstr(o->msg_fin, want) && strstr(o->msg_fin, "differ in the root") &&
+                          strstr(o->msg_fin, "a broadcast of at most"), "variant 1: rank %d "
+                          "does not name its call ('%s') and the roots: '%s'", r, want,
+                          o->msg_fin);
+        }
+        if (_i == 5)
+            ck_assert_msg(strstr(o->msg_fin, "broadcast #4 (count 2, int32, root 0)") &&
+                          strstr(o->msg_fin, "broadcast #5 (count 2, int32, root 0)") &&
+                          strstr(o->msg_fin, "called collectives that others did not"),
+                          "variant 5: rank %d does not name both last calls: '%s'", r,
+                          o->msg_fin);
+        /* who was not compared: in 3 the rank that left (seen as gone, not waited for until
+         * the deadline), in 4 the late one, on the others */
+        unsigned want_unc = (_i == 3 || _i == 4) && r != 2 ? 1u : 0u;
+        ck_assert_msg(o->log_uncompared == want_unc, "variant %d: rank %d logged '%s' %u times, "
+                      "expected %u", _i, r, LOG_UNCOMPARED, o->log_uncompared, want_unc);
+        ck_assert_msg(o->log_left == (_i == 3 ? want_unc : 0u), "variant %d: rank %d logged "
+                      "'%s' %u times", _i, r, LOG_LEFT, o->log_left);
+    }
+    if (_i == 2)
+        ck_assert_msg(w->out[0].fin_waited & 4u, "variant 2: rank 0 never said it waited for "
+                      "rank 2 at close");
+    free_world(w);
+}
+END_TEST
+
 static Suite *coll_suite(void)
 {
     Suite *s = suite_create("shm_coll");
@@ -2200,6 +2385,7 @@ static Suite *coll_suite(void)
     tcase_add_loop_test(tc, test_sb_ahead, 0, 3);
     tcase_add_loop_test(tc, test_sb_stress, 0, 4);
     tcase_add_loop_test(tc, test_sb_mismatch, 0, 5);
+    tcase_add_loop_test(tc, test_finish, 0, 8);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("mapped");

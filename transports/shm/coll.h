@@ -69,5 +69,15 @@ void shm_coll_cancel(shm_coll_t *co);
 void shm_coll_arm(shm_coll_t *co);
 void shm_coll_disarm(shm_coll_t *co);
 int shm_coll_movable(const shm_coll_t *co);
+/* At close, before shm_coll_free, with no collective in flight: publishes what this rank ran (its
+ * history and last collective) for the peers that close after it, then compares with every
+ * peer: COHORT_SUCCESS (all that could be compared agree, or this rank's collectives failed
+ * earlier: nothing to compare), COHORT_ERR_MISMATCH after host->error naming a peer that ran
+ * other collectives and both last calls, or COHORT_IN_PROGRESS while a peer that is still there
+ * (hooks.peer_check) has not got as far or has not described itself yet (*waiting_on); once
+ * deadline (shm_now_ns) has passed, such a peer is not compared (logged at INFO). Never blocks:
+ * call until it is not IN_PROGRESS; to sleep in between, shm_coll_arm, a seq_cst fence, call
+ * it once more, then wait to be woken (a peer's fin or in wakes an armed rank). */
+cohort_status_t shm_coll_finish(shm_coll_t *co, uint64_t deadline, int *waiting_on);
 
 #endif

@@ -57,7 +57,12 @@
  *   connector of rank 0, so it is unlinked with the segment. colls() offers every collective
  *   once each peer has a ready connection; the core uses them only if all ranks agree. The
  *   collective's waits take part in the same arming as the connections (ep_arm/ep_disarm), and
- *   a waited-for peer is checked through its connection (pidfd, closed flag).
+ *   a waited-for peer is checked through its connection (pidfd, closed flag). At the endpoint's
+ *   first close call (cohort_comm_destroy closes the connections before the endpoint, and the
+ *   one to rank 0 takes the area with it), the ranks compare what they ran (shm_coll_finish: a
+ *   small broadcast's root waits for no one, so roots that disagreed on the last call are seen
+ *   only there), waiting up to SHM_FIN_WAIT_MS for peers that are still there and have not got
+ *   as far; a difference is ep_close's COHORT_ERR_MISMATCH.
  * Not thread-safe: the core serialises calls per endpoint.
  */
 #ifndef _GNU_SOURCE
@@ -121,6 +126,11 @@
 #define SHM_REQ_CACHE 64                     /* request structs kept for reuse per connection */
 #define SHM_ARM_CALLS 64u                    /* idle calls before a reader arms its wake-up... */
 #define SHM_ARM_NS 20000ull                  /* ...and idle time: spinners never arm */
+#define SHM_FIN_WAIT_MS 2000u                /* at close: the longest wait for the peers'
+                                                histories, as the core's destroy waits for its
+                                                tokens */
+#define SHM_FIN_POLL_MS 10                   /* ... looking at least this often (a close or an
+                                                exit wakes no one there) */
 #define SHM_CLOCK_EVERY 16u                  /* idle calls between two looks at the clock (24 ns
                                                 each, a fifth of a broadcast root's wait) */
 #define SHM_NODEID_LEN 192
@@ -314,6 +324,8 @@ typedef struct shm_ep {
     shm_coll_t *coll;                /* created at the first collective */
     shm_conn_t **by_peer;            /* conns by rank, built with coll */
     int coll_gone;                   /* a conn carrying the area was closed */
+    int fin_done;                    /* ep_finish ran (at the first close call) */
+    cohort_status_t fin_st;          /* its status, ep_close's */
 } shm_ep_t;
 
 /* ---- small helpers ----------------------------------------------------------------------- */
@@ -1464,10 +1476,45 @@ static void conn_free(shm_conn_t *c)
     free(c);
 }
 
+/* At the endpoint's first close call, while every connection and the area are still there:
+ * shm_coll_finish, up to SHM_FIN_WAIT_MS, asleep on our wake socket between looks (armed like a
+ * collective's wait: a peer's fin or in wakes us). */
+static void ep_finish(shm_ep_t *ep)
+{
+    if (ep->fin_done) return;
+    ep->fin_done = 1;
+    if (!ep->coll) return;
+    uint64_t deadline = shm_now_ns() + (uint64_t)SHM_FIN_WAIT_MS * 1000000ull;
+    int w;
+    cohort_status_t st;
+    while ((st = shm_coll_finish(ep->coll, deadline, &w)) == COHORT_IN_PROGRESS) {
+        if (ep->wfd >= 0) ep_drain(ep);
+        shm_coll_arm(ep->coll);
+        atomic_thread_fence(memory_order_seq_cst);   /* our flag before the peers' fin and in */
+        st = shm_coll_finish(ep->coll, deadline, &w);
+        if (st == COHORT_IN_PROGRESS) {
+            uint64_t now = shm_now_ns();
+            int ms = now < deadline ? (int)((deadline - now) / 1000000ull) + 1 : 0;
+            if (ms > SHM_FIN_POLL_MS) ms = SHM_FIN_POLL_MS;
+            if (ep->wfd >= 0) {
+                struct pollfd p = { ep->wfd, POLLIN, 0 };
+                (void)poll(&p, 1, ms);
+            } else {
+                struct timespec ts = { 0, (long)ms * 1000000L };
+                (void)nanosleep(&ts, NULL);
+            }
+        }
+        shm_coll_disarm(ep->coll);
+        if (st != COHORT_IN_PROGRESS) break;
+    }
+    ep->fin_st = st;
+}
+
 static cohort_status_t shm_ep_close(cohort_tp_ep_t epv)
 {
     shm_ep_t *ep = (shm_ep_t *)epv;
     if (!ep) return COHORT_SUCCESS;
+    ep_finish(ep);
     while (ep->conns) conn_free(ep->conns);
     if (ep->hdr && ep->linked) {   /* connectors still waiting for an accept: it will not come */
         int n = ep->nranks < SHM_HDR_STATES ? ep->nranks : SHM_HDR_STATES;
@@ -1483,8 +1530,9 @@ static cohort_status_t shm_ep_close(cohort_tp_ep_t epv)
     ep_unlink(ep);
     if (ep->hdr) munmap(ep->hdr, SHM_PAGE);
     if (ep->segfd >= 0) close(ep->segfd);
+    cohort_status_t st = ep->fin_st;
     free(ep);
-    return COHORT_SUCCESS;
+    return st;
 }
 
 static int addr_parse(const void *blob, size_t len, shm_addr_t *a)
@@ -1627,7 +1675,9 @@ static cohort_status_t shm_conn_test(cohort_tp_conn_t connv)
 
 static cohort_status_t shm_conn_close(cohort_tp_conn_t connv)
 {
-    if (connv) conn_free((shm_conn_t *)connv);
+    if (!connv) return COHORT_SUCCESS;
+    ep_finish(((shm_conn_t *)connv)->ep);   /* the first close: ep_close returns its status */
+    conn_free((shm_conn_t *)connv);
     return COHORT_SUCCESS;
 }
 
