@@ -338,6 +338,13 @@ cohort_status_t cohort_jobctl_failure(cohort_comm_t *comm, cohort_status_t st, i
             snprintf(extra + used, sizeof extra - used, " [rank %d did not say what it called "
                      "within %d ms: it is not inside a cohort call]", peer, NOTE_WAIT_MS);
     }
+    /* A peer that hung up because this communicator had already failed on another rank (a
+     * mismatch found there: the peer's collective ended and it closed its connections) is a
+     * consequence: the status is the first failure's, as its message is. A peer that was lost
+     * (killed, its host gone) stays PEER_LOST. */
+    if (st == COHORT_ERR_PEER_LOST && f && f->comm_id == comm->comm_id &&
+        f->st == COHORT_ERR_MISMATCH)
+        st = f->st;
     comm->jobctl_seen = atomic_load(&g_nfail);   /* this failure is the one being returned */
     pthread_mutex_unlock(&mu);
     if (extra[0]) cohort_error(st, "%.1500s%s", own, extra);

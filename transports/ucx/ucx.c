@@ -1358,12 +1358,29 @@ static void flush_for_close(ux_conn_t *c)
     ep_signal(ep);
 }
 
+/* Whether UCX still works on a send from the caller's memory on any connection of ep: a
+ * message or chunk of one that never completed, left behind by a collective that failed (the
+ * core does not wait for the rest of a failed collective, and its caller may have freed the
+ * buffer since). Endpoint-wide: progress on the worker moves every connection's sends. */
+static int user_send_in_flight(const ux_ep_t *ep)
+{
+    for (const ux_conn_t *c = ep->conns; c; c = c->next)
+        for (const ux_req_t *r = c->all; r; r = r->anext)
+            if (r->is_send && r->ucx && (r->kind == K_DATA || r->kind == K_CHUNK)) return 1;
+    for (const ux_req_t *r = ep->orphans; r; r = r->anext)
+        if (r->is_send && r->ucx && (r->kind == K_DATA || r->kind == K_CHUNK)) return 1;
+    return 0;
+}
+
 /* conn_close of a working connection: the bye, then the flush above; conn_destroy then closes
  * the ucp_ep (conn_close_uep) after pointing receives UCX has matched at scratch buffers, since
- * the caller may free its own once conn_close returns. */
+ * the caller may free its own once conn_close returns. No flush while a send of the caller's
+ * memory is still in UCX's hands: progress would let UCX read a buffer that may be gone (a
+ * rendezvous send whose receiver answered late); the forced close drops it instead, and the
+ * peer, whose collective failed too, loses nothing it still waits for. */
 static void send_bye_and_close(ux_conn_t *c)
 {
-    if (!c->uep || c->state != C_READY || c->peer_closed) return;
+    if (!c->uep || c->state != C_READY || c->peer_closed || user_send_in_flight(c->ep)) return;
     ux_ep_t *ep = c->ep;
     unsigned char *b = malloc(UX_BYE_SIZE);
     ux_req_t *r = b ? req_new(c, K_BYE, 1) : NULL;
