@@ -5,6 +5,7 @@
 #include "cohort/cohort.h"
 #include "core/coll/coll.h"
 #include "core/comm.h"
+#include "core/engine.h"
 #include "core/jobctl.h"
 #include "core/log.h"
 #include "core/p2p.h"
@@ -44,14 +45,14 @@ const char *cohort_op_name(cohort_op_t op)
 }
 
 /* The tag: sequence number << 32 | a signature of the arguments every rank must agree on (a
- * word-wise multiply-xorshift hash: on the path of every collective, so 5 multiplies rather
+ * word-wise multiply-xorshift hash: on the path of every collective, so 6 multiplies rather
  * than a byte-wise loop). */
 uint64_t cohort_coll_tag(uint64_t seq, const cohort_coll_args_t *a)
 {
-    uint64_t v[5] = { (uint64_t)a->coll, (uint64_t)a->count, (uint64_t)a->dtype,
-                      (uint64_t)a->op, (uint64_t)(int64_t)a->root };
+    uint64_t v[6] = { (uint64_t)a->coll, (uint64_t)a->count, (uint64_t)a->dtype,
+                      (uint64_t)a->op, (uint64_t)(int64_t)a->root, a->vsig };
     uint64_t h = 0x9e3779b97f4a7c15ull;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         h = (h ^ v[i]) * 0xbf58476d1ce4e5b9ull;
         h ^= h >> 31;
     }
@@ -90,36 +91,177 @@ static int mapped_end(const void *p, size_t len)
     return mincore((void *)last, 1, &vec) == 0 || errno != ENOMEM;
 }
 
-/* Checks the arguments (comm itself is checked and held by the caller), bumps the sequence
- * number and sets tag and description. */
-static cohort_status_t begin(cohort_comm_t *comm, cohort_coll_args_t *a, const char *fn)
+/* What each collective's arguments are: begin()'s checks and cohort_comm_desc read this table
+ * instead of chains of conditions. The v-variants have their own checks (check_v). */
+enum { IP_NONE, IP_SAME, IP_SEND_IN_RECV, IP_RECV_IN_SEND };
+typedef struct coll_desc {
+    unsigned reduces : 1;    /* takes an op */
+    unsigned rooted : 1;     /* takes a root */
+    unsigned send : 1;       /* reads sendbuf */
+    unsigned recv : 1;       /* writes recvbuf */
+    unsigned send_root : 1;  /* only the root reads sendbuf (elsewhere it is ignored) */
+    unsigned recv_root : 1;  /* only the root writes recvbuf (elsewhere it is ignored) */
+    unsigned send_n : 1;     /* sendbuf holds one block of count per rank */
+    unsigned recv_n : 1;     /* recvbuf holds one block of count per rank */
+    unsigned inplace : 2;    /* the in-place form (cohort.h): IP_* */
+    unsigned v : 1;          /* counts and displacements per rank (check_v) */
+} coll_desc_t;
+static const coll_desc_t descs[COHORT_COLL_COUNT] = {
+    [COHORT_COLL_ALLREDUCE] = { .reduces = 1, .send = 1, .recv = 1, .inplace = IP_SAME },
+    [COHORT_COLL_BROADCAST] = { .rooted = 1, .recv = 1, .inplace = IP_SAME },
+    [COHORT_COLL_REDUCE] = { .reduces = 1, .rooted = 1, .send = 1, .recv = 1, .recv_root = 1,
+                             .inplace = IP_SAME },
+    [COHORT_COLL_ALLGATHER] = { .send = 1, .recv = 1, .recv_n = 1, .inplace = IP_SEND_IN_RECV },
+    [COHORT_COLL_REDUCE_SCATTER] = { .reduces = 1, .send = 1, .recv = 1, .send_n = 1,
+                                     .inplace = IP_RECV_IN_SEND },
+    [COHORT_COLL_ALLTOALL] = { .send = 1, .recv = 1, .send_n = 1, .recv_n = 1,
+                               .inplace = IP_SAME },
+    [COHORT_COLL_BARRIER] = { 0 },
+    [COHORT_COLL_ALLGATHERV] = { .send = 1, .recv = 1, .v = 1 },
+    [COHORT_COLL_ALLTOALLV] = { .send = 1, .recv = 1, .v = 1 },
+    [COHORT_COLL_GATHER] = { .rooted = 1, .send = 1, .recv = 1, .recv_root = 1, .recv_n = 1,
+                             .inplace = IP_SEND_IN_RECV },
+    [COHORT_COLL_SCATTER] = { .rooted = 1, .send = 1, .recv = 1, .send_root = 1, .send_n = 1,
+                              .inplace = IP_RECV_IN_SEND },
+};
+
+static const char *inplace_form(cohort_coll_t coll)
+{
+    switch (coll) {
+    case COHORT_COLL_ALLGATHER: return "sendbuf == recvbuf + rank * sendcount elements";
+    case COHORT_COLL_REDUCE_SCATTER: return "recvbuf == sendbuf + rank * recvcount elements";
+    case COHORT_COLL_GATHER: return "sendbuf == recvbuf + root * count elements, at the root";
+    case COHORT_COLL_SCATTER: return "recvbuf == sendbuf + root * count elements, at the root";
+    default: return "sendbuf == recvbuf";
+    }
+}
+
+/* The buffer checks shared by every collective: sbytes of sendbuf are read and rbytes of
+ * recvbuf written (0: that side is not used here); inplace_ok: the two are the documented
+ * in-place form. */
+static cohort_status_t check_buffers(const cohort_comm_t *comm, const cohort_coll_args_t *a,
+                                     const char *fn, size_t sbytes, size_t rbytes,
+                                     int inplace_ok, const char *form)
+{
+    const char *rname = a->coll == COHORT_COLL_BROADCAST ? "buf" : "recvbuf";
+    if (sbytes && !a->sendbuf)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s on rank %d: sendbuf is NULL with count "
+                            "%zu (%zu bytes to send)", fn, comm->rank, a->count, sbytes);
+    if (rbytes && !a->recvbuf)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s on rank %d: %s is NULL with count %zu "
+                            "(%zu bytes to receive)%s", fn, comm->rank, rname, a->count, rbytes,
+                            descs[a->coll].recv_root ? " on the root" : "");
+    int sbad = sbytes && !fits(a->sendbuf, sbytes);
+    if (sbad || (rbytes && !fits(a->recvbuf, rbytes)))
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s: %s %p + %zu bytes (count %zu) runs "
+                            "past the end of the address space; is count right?", fn,
+                            sbad ? "sendbuf" : rname,
+                            sbad ? a->sendbuf : (const void *)a->recvbuf,
+                            sbad ? sbytes : rbytes, a->count);
+    int send_short = sbytes && !mapped_end(a->sendbuf, sbytes);
+    if (send_short || (rbytes && !mapped_end(a->recvbuf, rbytes)))
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s on rank %d: count %zu (%s, %zu bytes) is "
+                            "more than %s %p holds: its last byte would lie in no memory of this "
+                            "process; is count right?", fn, comm->rank, a->count,
+                            cohort_dtype_name(a->dtype), send_short ? sbytes : rbytes,
+                            send_short ? "sendbuf" : rname,
+                            send_short ? a->sendbuf : (const void *)a->recvbuf);
+    if (sbytes && rbytes && !inplace_ok && overlap(a->sendbuf, sbytes, a->recvbuf, rbytes))
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s on rank %d: sendbuf %p (%zu bytes) and "
+                            "recvbuf %p (%zu bytes) overlap%s; %s%s", fn, comm->rank, a->sendbuf,
+                            sbytes, a->recvbuf, rbytes, form ? " partially" : "",
+                            form ? "in place is exactly " : "this collective has no in-place "
+                            "form: the buffers must not overlap", form ? form : "");
+    return COHORT_SUCCESS;
+}
+
+/* The end of the last non-empty block (displs[i] + counts[i], in elements) over n blocks, into
+ * *end; 0 when it overflows. *sum receives the sum of the counts (0 too on overflow). */
+static int v_extent(const size_t *counts, const size_t *displs, int n, size_t *end, size_t *sum)
+{
+    *end = *sum = 0;
+    for (int i = 0; i < n; i++) {
+        size_t e;
+        if (__builtin_add_overflow(*sum, counts[i], sum)) return 0;
+        if (!counts[i]) continue;
+        if (__builtin_add_overflow(displs[i], counts[i], &e)) return 0;
+        if (e > *end) *end = e;
+    }
+    return 1;
+}
+
+/* allgatherv and alltoallv: the arrays, their extents, the buffers. Sets count (allgatherv: the
+ * sum of recvcounts) and vsig. */
+static cohort_status_t check_v(const cohort_comm_t *comm, cohort_coll_args_t *a, const char *fn)
+{
+    int n = comm->nranks, ag = a->coll == COHORT_COLL_ALLGATHERV;
+    if (!a->rcounts || !a->rdispls || (!ag && (!a->scounts || !a->sdispls)))
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s on rank %d: %s is NULL; it must hold "
+                            "one entry per rank (%d)", fn, comm->rank,
+                            !a->rcounts ? "recvcounts" : !a->rdispls ? (ag ? "displs" : "rdispls")
+                            : !a->scounts ? "sendcounts" : "sdispls", n);
+    size_t rend, rsum, send = 0, ssum = 0;
+    int rok = v_extent(a->rcounts, a->rdispls, n, &rend, &rsum);
+    int sok = ag || v_extent(a->scounts, a->sdispls, n, &send, &ssum);
+    size_t rbytes = 0, sbytes = 0;
+    if (!rok || !sok || __builtin_mul_overflow(rend, a->esize, &rbytes) ||
+        __builtin_mul_overflow(ag ? a->rcounts[comm->rank] : send, a->esize, &sbytes) ||
+        rbytes > (size_t)PTRDIFF_MAX || sbytes > (size_t)PTRDIFF_MAX)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s on rank %d: the %s counts and "
+                            "displacements reach past any buffer (a sum or displacement + count "
+                            "overflows, or is more than PTRDIFF_MAX bytes of %s); are they "
+                            "elements, not bytes?", fn, comm->rank,
+                            !sok || (!ag && send * a->esize / a->esize != send) ? "send"
+                                                                                : "receive",
+                            cohort_dtype_name(a->dtype));
+    if (ag) {
+        if (a->count != a->rcounts[comm->rank])
+            return cohort_error(COHORT_ERR_INVALID_ARG, "%s on rank %d: sendcount is %zu but "
+                                "recvcounts[%d] is %zu; every rank's recvcounts[r] must be what "
+                                "rank r sends", fn, comm->rank, a->count, comm->rank,
+                                a->rcounts[comm->rank]);
+        a->count = rsum;
+        uint64_t h = 0x84222325cbf29ce4ull;
+        for (int i = 0; i < n; i++) {
+            h = (h ^ (uint64_t)a->rcounts[i]) * 0x100000001b3ull;
+            h ^= h >> 29;
+        }
+        a->vsig = h | 1;   /* never 0, the other collectives' value */
+        const char *own = a->recvbuf ? (const char *)a->recvbuf + a->rdispls[comm->rank] *
+                                       a->esize : NULL;
+        return check_buffers(comm, a, fn, sbytes, rbytes, (const char *)a->sendbuf == own,
+                             "sendbuf == recvbuf + displs[rank] elements");
+    }
+    a->count = 0;
+    return check_buffers(comm, a, fn, sbytes, rbytes, 0, NULL);
+}
+
+/* Checks the arguments (comm itself is checked by the caller); changes nothing on comm, so a
+ * non-blocking call runs it when it is issued. */
+static cohort_status_t validate(cohort_comm_t *comm, cohort_coll_args_t *a, const char *fn)
 {
     if (atomic_load(&comm->aborted))
         return cohort_error(COHORT_ERR_ABORTED, "%s on rank %d: the communicator was aborted",
                             fn, comm->rank);
-    if (comm->broken)
-        return cohort_error(comm->broken, "%s on rank %d: the communicator failed earlier and "
-                            "cannot be used (destroy it): %s", fn, comm->rank, comm->broken_msg);
-
-    int reduces = a->coll == COHORT_COLL_ALLREDUCE || a->coll == COHORT_COLL_REDUCE ||
-                  a->coll == COHORT_COLL_REDUCE_SCATTER;
+    const coll_desc_t *d = &descs[a->coll];
     if (a->coll != COHORT_COLL_BARRIER) {
         a->esize = cohort_dtype_size(a->dtype);
         if (!a->esize)
             return cohort_error(COHORT_ERR_INVALID_ARG, "%s: dtype %d is not a cohort_dtype_t "
                                 "(COHORT_INT8 .. COHORT_FLOAT64)", fn, (int)a->dtype);
     }
-    if (reduces && (unsigned)a->op >= COHORT_OP_COUNT)
+    if (d->reduces && (unsigned)a->op >= COHORT_OP_COUNT)
         return cohort_error(COHORT_ERR_INVALID_ARG, "%s: op %d is not a cohort_op_t (COHORT_SUM "
                             ".. COHORT_AVG)", fn, (int)a->op);
-    if ((a->coll == COHORT_COLL_BROADCAST || a->coll == COHORT_COLL_REDUCE) &&
-        (a->root < 0 || a->root >= comm->nranks))
+    if (d->rooted && (a->root < 0 || a->root >= comm->nranks))
         return cohort_error(COHORT_ERR_INVALID_ARG, "%s: root %d is not a rank of this "
                             "communicator (size %d)", fn, a->root, comm->nranks);
-    if (a->coll == COHORT_COLL_REDUCE && comm->rank != a->root)
-        a->recvbuf = NULL;   /* only used at the root (cohort.h): never touched elsewhere */
-    size_t blocks = (a->coll == COHORT_COLL_ALLGATHER || a->coll == COHORT_COLL_REDUCE_SCATTER ||
-                     a->coll == COHORT_COLL_ALLTOALL) ? (size_t)comm->nranks : 1;
+    if (d->v) return check_v(comm, a, fn);
+    int at_root = !d->rooted || comm->rank == a->root;
+    /* what is not used here is never touched (cohort.h) */
+    if (d->recv_root && !at_root) a->recvbuf = NULL;
+    if (d->send_root && !at_root) a->sendbuf = NULL;
+    size_t blocks = d->send_n || d->recv_n ? (size_t)comm->nranks : 1;
     size_t bytes = 0, total = 0;
     if (__builtin_mul_overflow(a->count, a->esize, &bytes) ||
         __builtin_mul_overflow(bytes, blocks, &total))
@@ -129,61 +271,30 @@ static cohort_status_t begin(cohort_comm_t *comm, cohort_coll_args_t *a, const c
         return cohort_error(COHORT_ERR_INVALID_ARG, "%s: count %zu x %zu bytes x %zu blocks is "
                             "%zu bytes, more than any buffer can hold", fn, a->count, a->esize,
                             blocks, total);
-    if (a->count && a->coll != COHORT_COLL_BARRIER) {
-        int need_send = a->coll != COHORT_COLL_BROADCAST;
-        int need_recv = a->coll != COHORT_COLL_REDUCE || comm->rank == a->root;
-        const char *rname = a->coll == COHORT_COLL_BROADCAST ? "buf" : "recvbuf";
-        if (need_send && !a->sendbuf)
-            return cohort_error(COHORT_ERR_INVALID_ARG, "%s: sendbuf is NULL with count %zu",
-                                fn, a->count);
-        if (need_recv && !a->recvbuf)
-            return cohort_error(COHORT_ERR_INVALID_ARG, "%s: %s is NULL with count %zu%s", fn,
-                                rname, a->count, a->coll == COHORT_COLL_REDUCE
-                                ? " on the root" : "");
-        size_t sbytes = a->coll == COHORT_COLL_REDUCE_SCATTER || a->coll == COHORT_COLL_ALLTOALL
-                        ? total : bytes;
-        size_t rbytes = a->coll == COHORT_COLL_ALLGATHER || a->coll == COHORT_COLL_ALLTOALL
-                        ? total : bytes;
-        if ((need_send && !fits(a->sendbuf, sbytes)) || (need_recv && !fits(a->recvbuf, rbytes)))
-            return cohort_error(COHORT_ERR_INVALID_ARG, "%s: %s %p + %zu bytes (count %zu) runs "
-                                "past the end of the address space; is count right?", fn,
-                                need_send && !fits(a->sendbuf, sbytes) ? "sendbuf" : rname,
-                                need_send && !fits(a->sendbuf, sbytes) ? a->sendbuf
-                                                                       : (const void *)a->recvbuf,
-                                need_send && !fits(a->sendbuf, sbytes) ? sbytes : rbytes,
-                                a->count);
-        int send_short = need_send && !mapped_end(a->sendbuf, sbytes);
-        if (send_short || (need_recv && !mapped_end(a->recvbuf, rbytes)))
-            return cohort_error(COHORT_ERR_INVALID_ARG, "%s on rank %d: count %zu (%s, %zu "
-                                "bytes) is more than %s %p holds: its last byte would lie in no "
-                                "memory of this process; is count right?", fn, comm->rank,
-                                a->count, cohort_dtype_name(a->dtype),
-                                send_short ? sbytes : rbytes, send_short ? "sendbuf" : rname,
-                                send_short ? a->sendbuf : (const void *)a->recvbuf);
-        /* In place is exactly the documented form (cohort.h); any other overlap is refused. */
-        const char *rslot = a->recvbuf ? (const char *)a->recvbuf + (size_t)comm->rank * bytes
-                            : NULL;
-        const char *sslot = a->sendbuf ? (const char *)a->sendbuf + (size_t)comm->rank * bytes
-                            : NULL;
-        int inplace;
-        const char *form;
-        if (a->coll == COHORT_COLL_ALLGATHER) {
-            inplace = (const char *)a->sendbuf == rslot;
-            form = "sendbuf == recvbuf + rank * sendcount elements";
-        } else if (a->coll == COHORT_COLL_REDUCE_SCATTER) {
-            inplace = (const char *)a->recvbuf == sslot;
-            form = "recvbuf == sendbuf + rank * recvcount elements";
-        } else {
-            inplace = a->sendbuf == a->recvbuf;
-            form = "sendbuf == recvbuf";
-        }
-        if (need_send && need_recv && !inplace &&
-            overlap(a->sendbuf, sbytes, a->recvbuf, rbytes))
-            return cohort_error(COHORT_ERR_INVALID_ARG, "%s on rank %d: sendbuf %p (%zu bytes) "
-                                "and recvbuf %p (%zu bytes) overlap partially; in place is "
-                                "exactly %s, otherwise the buffers must not overlap", fn,
-                                comm->rank, a->sendbuf, sbytes, a->recvbuf, rbytes, form);
-    }
+    if (!a->count || a->coll == COHORT_COLL_BARRIER) return COHORT_SUCCESS;
+    int need_send = d->send && (!d->send_root || at_root);
+    int need_recv = d->recv && (!d->recv_root || at_root);
+    size_t sbytes = need_send ? (d->send_n ? total : bytes) : 0;
+    size_t rbytes = need_recv ? (d->recv_n ? total : bytes) : 0;
+    const char *rslot = a->recvbuf ? (const char *)a->recvbuf + (size_t)comm->rank * bytes : NULL;
+    const char *sslot = a->sendbuf ? (const char *)a->sendbuf + (size_t)comm->rank * bytes : NULL;
+    int inplace = d->inplace == IP_SEND_IN_RECV ? (const char *)a->sendbuf == rslot
+                  : d->inplace == IP_RECV_IN_SEND ? (const char *)a->recvbuf == sslot
+                  : a->sendbuf == a->recvbuf;
+    return check_buffers(comm, a, fn, sbytes, rbytes, inplace, inplace_form(a->coll));
+}
+
+/* Starts a validated collective on comm, held by the caller: bumps the sequence number, sets
+ * tag and description, and fails what cannot end (the communicator aborted or broken since the
+ * call was issued, the job failing). */
+static cohort_status_t begin(cohort_comm_t *comm, cohort_coll_args_t *a, const char *fn)
+{
+    if (atomic_load(&comm->aborted))
+        return cohort_error(COHORT_ERR_ABORTED, "%s on rank %d: the communicator was aborted",
+                            fn, comm->rank);
+    if (comm->broken)
+        return cohort_error(comm->broken, "%s on rank %d: the communicator failed earlier and "
+                            "cannot be used (destroy it): %s", fn, comm->rank, comm->broken_msg);
     comm->seq++;
     comm->tag = cohort_coll_tag(comm->seq, a);
     comm->cur = a;
@@ -204,48 +315,67 @@ static cohort_status_t begin(cohort_comm_t *comm, cohort_coll_args_t *a, const c
 const char *cohort_comm_desc(cohort_comm_t *comm)
 {
     const cohort_coll_args_t *a = comm->cur;
+    unsigned long long seq = (unsigned long long)comm->seq;
     if (!a) {
         snprintf(comm->desc, sizeof comm->desc, "communicator set-up");
-    } else if (a->coll == COHORT_COLL_BARRIER) {
-        snprintf(comm->desc, sizeof comm->desc, "barrier #%llu", (unsigned long long)comm->seq);
-    } else {
-        int reduces = a->coll == COHORT_COLL_ALLREDUCE || a->coll == COHORT_COLL_REDUCE ||
-                      a->coll == COHORT_COLL_REDUCE_SCATTER;
-        snprintf(comm->desc, sizeof comm->desc, "%s #%llu (count %zu, %s%s%s, root %d)",
-                 cohort_coll_name(a->coll), (unsigned long long)comm->seq, a->count,
-                 cohort_dtype_name(a->dtype), reduces ? ", " : "",
-                 reduces ? cohort_op_name(a->op) : "",
-                 a->coll == COHORT_COLL_BROADCAST || a->coll == COHORT_COLL_REDUCE ? a->root : -1);
+        return comm->desc;
     }
+    const coll_desc_t *d = &descs[a->coll];
+    const char *name = cohort_coll_name(a->coll);
+    if (a->coll == COHORT_COLL_BARRIER)
+        snprintf(comm->desc, sizeof comm->desc, "barrier #%llu", seq);
+    else if (a->coll == COHORT_COLL_ALLTOALLV)
+        snprintf(comm->desc, sizeof comm->desc, "%s #%llu (%s)", name, seq,
+                 cohort_dtype_name(a->dtype));
+    else if (a->coll == COHORT_COLL_ALLGATHERV)
+        snprintf(comm->desc, sizeof comm->desc, "%s #%llu (total count %zu, %s)", name, seq,
+                 a->count, cohort_dtype_name(a->dtype));
+    else
+        snprintf(comm->desc, sizeof comm->desc, "%s #%llu (count %zu, %s%s%s, root %d)", name,
+                 seq, a->count, cohort_dtype_name(a->dtype), d->reduces ? ", " : "",
+                 d->reduces ? cohort_op_name(a->op) : "", d->rooted ? a->root : -1);
     return comm->desc;
 }
 
 /* One rank: the result is the input (AVG of one value is the value). */
-static void single_rank(const cohort_coll_args_t *a, int rank)
+static cohort_status_t single_rank(const cohort_coll_args_t *a)
 {
-    size_t bytes = a->count * a->esize;
+    size_t es = a->esize, bytes = a->count * es;
     switch (a->coll) {
     case COHORT_COLL_ALLREDUCE: case COHORT_COLL_REDUCE: case COHORT_COLL_ALLGATHER:
-    case COHORT_COLL_REDUCE_SCATTER: case COHORT_COLL_ALLTOALL:
+    case COHORT_COLL_REDUCE_SCATTER: case COHORT_COLL_ALLTOALL: case COHORT_COLL_GATHER:
+    case COHORT_COLL_SCATTER:
         if (a->recvbuf && a->sendbuf != a->recvbuf)
             memmove(a->recvbuf, a->sendbuf, bytes);
+        break;
+    case COHORT_COLL_ALLGATHERV:
+        if ((const char *)a->sendbuf != (char *)a->recvbuf + a->rdispls[0] * es)
+            memmove((char *)a->recvbuf + a->rdispls[0] * es, a->sendbuf, a->rcounts[0] * es);
+        break;
+    case COHORT_COLL_ALLTOALLV:
+        if (a->scounts[0] != a->rcounts[0])
+            return cohort_error(COHORT_ERR_MISMATCH, "alltoallv on rank 0 (of 1): sendcounts[0] "
+                                "is %zu but recvcounts[0] is %zu", a->scounts[0], a->rcounts[0]);
+        if (a->scounts[0])
+            memmove((char *)a->recvbuf + a->rdispls[0] * es,
+                    (const char *)a->sendbuf + a->sdispls[0] * es, a->scounts[0] * es);
         break;
     default:
         break;
     }
-    (void)rank;
+    return COHORT_SUCCESS;
 }
 
 static cohort_status_t dispatch(cohort_comm_t *comm, cohort_coll_args_t *a)
 {
-    if (a->coll != COHORT_COLL_BARRIER && a->count == 0) {
+    /* alltoallv: count is 0 (no rank knows the others' counts); it always runs */
+    if (a->coll != COHORT_COLL_BARRIER && a->coll != COHORT_COLL_ALLTOALLV && a->count == 0) {
         comm->last_algo = "none";
         return COHORT_SUCCESS;
     }
     if (comm->nranks == 1) {
-        single_rank(a, comm->rank);
         comm->last_algo = "local";
-        return COHORT_SUCCESS;
+        return single_rank(a);
     }
     cohort_status_t st;
     const char *tp = cohort_coll_transport_name(comm, a);
@@ -267,31 +397,52 @@ static cohort_status_t dispatch(cohort_comm_t *comm, cohort_coll_args_t *a)
     return st;
 }
 
-/* comm is checked and held (or owned alone) by the caller. */
-static cohort_status_t run_held(cohort_comm_t *comm, cohort_coll_args_t *a, const char *fn)
+/* A validated collective on comm, held (or owned alone) by the caller: what the request engine
+ * runs for a non-blocking call (core/engine.h). */
+static cohort_status_t execute(cohort_comm_t *comm, cohort_coll_args_t *a, const char *fn)
 {
     cohort_status_t st = begin(comm, a, fn);
     if (st) return st;
     st = dispatch(comm, a);
-    comm->cur = NULL;   /* a lives on this call's stack */
+    comm->cur = NULL;   /* a lives on the caller's stack or in its request */
     return st;
 }
 
+static cohort_status_t run_held(cohort_comm_t *comm, cohort_coll_args_t *a, const char *fn)
+{
+    cohort_status_t st = validate(comm, a, fn);
+    return st ? st : execute(comm, a, fn);
+}
+
+/* A blocking call: ordered after the non-blocking calls still outstanding on comm. */
 static cohort_status_t run(cohort_comm_t *comm, cohort_coll_args_t *a, const char *fn)
 {
     cohort_status_t st = cohort_comm_check(comm, fn);
-    if (!st) st = cohort_comm_acquire(comm, fn);
     if (st) return st;
+    cohort_engine_drain(comm);
+    if ((st = cohort_comm_acquire(comm, fn))) return st;
     st = run_held(comm, a, fn);
     cohort_comm_release(comm);
     return st;
 }
 
+/* A non-blocking call: checked now, queued for the engine. */
+static cohort_status_t submit(cohort_comm_t *comm, cohort_coll_args_t *a, const char *fn,
+                              cohort_request_t **req)
+{
+    if (req) *req = NULL;
+    cohort_status_t st = cohort_comm_check(comm, fn);
+    if (st) return st;
+    if (!req) return cohort_error(COHORT_ERR_INVALID_ARG, "%s: req is NULL", fn);
+    if ((st = validate(comm, a, fn))) return st;
+    return cohort_engine_submit(comm, a, fn, execute, req);
+}
+
 cohort_status_t cohort_comm_allgather_held(cohort_comm_t *comm, const void *sendbuf,
                                            void *recvbuf, size_t sendcount, cohort_dtype_t dtype)
 {
-    cohort_coll_args_t a = { COHORT_COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype,
-                             COHORT_SUM, 0, 0 };
+    cohort_coll_args_t a = { .coll = COHORT_COLL_ALLGATHER, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                             .count = sendcount, .dtype = dtype, .op = COHORT_SUM };
     cohort_status_t st = cohort_comm_check(comm, "cohort_allgather");
     return st ? st : run_held(comm, &a, "cohort_allgather");
 }
@@ -318,50 +469,190 @@ cohort_status_t cohort_coll_run(cohort_comm_t *comm, cohort_comm_t *sub, cohort_
 cohort_status_t cohort_allreduce(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
                                  size_t count, cohort_dtype_t dtype, cohort_op_t op)
 {
-    cohort_coll_args_t a = { COHORT_COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, 0, 0 };
+    cohort_coll_args_t a = { .coll = COHORT_COLL_ALLREDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                             .count = count, .dtype = dtype, .op = op };
     return run(comm, &a, "cohort_allreduce");
 }
 
 cohort_status_t cohort_broadcast(cohort_comm_t *comm, void *buf, size_t count,
                                  cohort_dtype_t dtype, int root)
 {
-    cohort_coll_args_t a = { COHORT_COLL_BROADCAST, buf, buf, count, dtype, COHORT_SUM, root, 0 };
+    cohort_coll_args_t a = { .coll = COHORT_COLL_BROADCAST, .sendbuf = buf, .recvbuf = buf,
+                             .count = count, .dtype = dtype, .op = COHORT_SUM, .root = root };
     return run(comm, &a, "cohort_broadcast");
 }
 
 cohort_status_t cohort_reduce(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
                               size_t count, cohort_dtype_t dtype, cohort_op_t op, int root)
 {
-    cohort_coll_args_t a = { COHORT_COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root, 0 };
+    cohort_coll_args_t a = { .coll = COHORT_COLL_REDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                             .count = count, .dtype = dtype, .op = op, .root = root };
     return run(comm, &a, "cohort_reduce");
 }
 
 cohort_status_t cohort_allgather(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
                                  size_t sendcount, cohort_dtype_t dtype)
 {
-    cohort_coll_args_t a = { COHORT_COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype,
-                             COHORT_SUM, 0, 0 };
+    cohort_coll_args_t a = { .coll = COHORT_COLL_ALLGATHER, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                             .count = sendcount, .dtype = dtype, .op = COHORT_SUM };
     return run(comm, &a, "cohort_allgather");
 }
 
 cohort_status_t cohort_reduce_scatter(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
                                       size_t recvcount, cohort_dtype_t dtype, cohort_op_t op)
 {
-    cohort_coll_args_t a = { COHORT_COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op,
-                             0, 0 };
+    cohort_coll_args_t a = { .coll = COHORT_COLL_REDUCE_SCATTER, .sendbuf = sendbuf,
+                             .recvbuf = recvbuf, .count = recvcount, .dtype = dtype, .op = op };
     return run(comm, &a, "cohort_reduce_scatter");
 }
 
 cohort_status_t cohort_alltoall(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
                                 size_t count, cohort_dtype_t dtype)
 {
-    cohort_coll_args_t a = { COHORT_COLL_ALLTOALL, sendbuf, recvbuf, count, dtype, COHORT_SUM, 0,
-                             0 };
+    cohort_coll_args_t a = { .coll = COHORT_COLL_ALLTOALL, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                             .count = count, .dtype = dtype, .op = COHORT_SUM };
     return run(comm, &a, "cohort_alltoall");
 }
 
 cohort_status_t cohort_barrier(cohort_comm_t *comm)
 {
-    cohort_coll_args_t a = { COHORT_COLL_BARRIER, NULL, NULL, 0, COHORT_UINT8, COHORT_SUM, 0, 0 };
+    cohort_coll_args_t a = { .coll = COHORT_COLL_BARRIER, .sendbuf = NULL, .recvbuf = NULL,
+                             .count = 0, .dtype = COHORT_UINT8, .op = COHORT_SUM };
     return run(comm, &a, "cohort_barrier");
+}
+
+cohort_status_t cohort_allgatherv(cohort_comm_t *comm, const void *sendbuf, size_t sendcount,
+                                  void *recvbuf, const size_t *recvcounts, const size_t *displs,
+                                  cohort_dtype_t dtype)
+{
+    cohort_coll_args_t a = { .coll = COHORT_COLL_ALLGATHERV, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                             .count = sendcount, .dtype = dtype, .op = COHORT_SUM,
+                             .rcounts = recvcounts, .rdispls = displs };
+    return run(comm, &a, "cohort_allgatherv");
+}
+
+cohort_status_t cohort_alltoallv(cohort_comm_t *comm, const void *sendbuf,
+                                 const size_t *sendcounts, const size_t *sdispls, void *recvbuf,
+                                 const size_t *recvcounts, const size_t *rdispls,
+                                 cohort_dtype_t dtype)
+{
+    cohort_coll_args_t a = { .coll = COHORT_COLL_ALLTOALLV, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                             .count = 0, .dtype = dtype, .op = COHORT_SUM, .scounts = sendcounts,
+                             .sdispls = sdispls, .rcounts = recvcounts, .rdispls = rdispls };
+    return run(comm, &a, "cohort_alltoallv");
+}
+
+cohort_status_t cohort_gather(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                              size_t count, cohort_dtype_t dtype, int root)
+{
+    cohort_coll_args_t a = { .coll = COHORT_COLL_GATHER, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                             .count = count, .dtype = dtype, .op = COHORT_SUM, .root = root };
+    return run(comm, &a, "cohort_gather");
+}
+
+cohort_status_t cohort_scatter(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                               size_t count, cohort_dtype_t dtype, int root)
+{
+    cohort_coll_args_t a = { .coll = COHORT_COLL_SCATTER, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                             .count = count, .dtype = dtype, .op = COHORT_SUM, .root = root };
+    return run(comm, &a, "cohort_scatter");
+}
+
+/* ---- the non-blocking forms: the same arguments, checked now, run by the engine ---- */
+
+cohort_status_t cohort_iallreduce(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                  size_t count, cohort_dtype_t dtype, cohort_op_t op,
+                                  cohort_request_t **req)
+{
+    cohort_coll_args_t a = { .coll = COHORT_COLL_ALLREDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                             .count = count, .dtype = dtype, .op = op };
+    return submit(comm, &a, "cohort_iallreduce", req);
+}
+
+cohort_status_t cohort_ibroadcast(cohort_comm_t *comm, void *buf, size_t count,
+                                  cohort_dtype_t dtype, int root, cohort_request_t **req)
+{
+    cohort_coll_args_t a = { .coll = COHORT_COLL_BROADCAST, .sendbuf = buf, .recvbuf = buf,
+                             .count = count, .dtype = dtype, .op = COHORT_SUM, .root = root };
+    return submit(comm, &a, "cohort_ibroadcast", req);
+}
+
+cohort_status_t cohort_ireduce(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                               size_t count, cohort_dtype_t dtype, cohort_op_t op, int root,
+                               cohort_request_t **req)
+{
+    cohort_coll_args_t a = { .coll = COHORT_COLL_REDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                             .count = count, .dtype = dtype, .op = op, .root = root };
+    return submit(comm, &a, "cohort_ireduce", req);
+}
+
+cohort_status_t cohort_iallgather(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                  size_t sendcount, cohort_dtype_t dtype, cohort_request_t **req)
+{
+    cohort_coll_args_t a = { .coll = COHORT_COLL_ALLGATHER, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                             .count = sendcount, .dtype = dtype, .op = COHORT_SUM };
+    return submit(comm, &a, "cohort_iallgather", req);
+}
+
+cohort_status_t cohort_ireduce_scatter(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                       size_t recvcount, cohort_dtype_t dtype, cohort_op_t op,
+                                       cohort_request_t **req)
+{
+    cohort_coll_args_t a = { .coll = COHORT_COLL_REDUCE_SCATTER, .sendbuf = sendbuf,
+                             .recvbuf = recvbuf, .count = recvcount, .dtype = dtype, .op = op };
+    return submit(comm, &a, "cohort_ireduce_scatter", req);
+}
+
+cohort_status_t cohort_ialltoall(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                 size_t count, cohort_dtype_t dtype, cohort_request_t **req)
+{
+    cohort_coll_args_t a = { .coll = COHORT_COLL_ALLTOALL, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                             .count = count, .dtype = dtype, .op = COHORT_SUM };
+    return submit(comm, &a, "cohort_ialltoall", req);
+}
+
+cohort_status_t cohort_ibarrier(cohort_comm_t *comm, cohort_request_t **req)
+{
+    cohort_coll_args_t a = { .coll = COHORT_COLL_BARRIER, .sendbuf = NULL, .recvbuf = NULL,
+                             .count = 0, .dtype = COHORT_UINT8, .op = COHORT_SUM };
+    return submit(comm, &a, "cohort_ibarrier", req);
+}
+
+cohort_status_t cohort_iallgatherv(cohort_comm_t *comm, const void *sendbuf, size_t sendcount,
+                                   void *recvbuf, const size_t *recvcounts, const size_t *displs,
+                                   cohort_dtype_t dtype, cohort_request_t **req)
+{
+    cohort_coll_args_t a = { .coll = COHORT_COLL_ALLGATHERV, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                             .count = sendcount, .dtype = dtype, .op = COHORT_SUM,
+                             .rcounts = recvcounts, .rdispls = displs };
+    return submit(comm, &a, "cohort_iallgatherv", req);
+}
+
+cohort_status_t cohort_ialltoallv(cohort_comm_t *comm, const void *sendbuf,
+                                  const size_t *sendcounts, const size_t *sdispls, void *recvbuf,
+                                  const size_t *recvcounts, const size_t *rdispls,
+                                  cohort_dtype_t dtype, cohort_request_t **req)
+{
+    cohort_coll_args_t a = { .coll = COHORT_COLL_ALLTOALLV, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                             .count = 0, .dtype = dtype, .op = COHORT_SUM, .scounts = sendcounts,
+                             .sdispls = sdispls, .rcounts = recvcounts, .rdispls = rdispls };
+    return submit(comm, &a, "cohort_ialltoallv", req);
+}
+
+cohort_status_t cohort_igather(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                               size_t count, cohort_dtype_t dtype, int root,
+                               cohort_request_t **req)
+{
+    cohort_coll_args_t a = { .coll = COHORT_COLL_GATHER, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                             .count = count, .dtype = dtype, .op = COHORT_SUM, .root = root };
+    return submit(comm, &a, "cohort_igather", req);
+}
+
+cohort_status_t cohort_iscatter(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                size_t count, cohort_dtype_t dtype, int root,
+                                cohort_request_t **req)
+{
+    cohort_coll_args_t a = { .coll = COHORT_COLL_SCATTER, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                             .count = count, .dtype = dtype, .op = COHORT_SUM, .root = root };
+    return submit(comm, &a, "cohort_iscatter", req);
 }

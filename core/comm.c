@@ -1,6 +1,7 @@
 /* Communicator creation (plugins, address exchange, transport choice, connections), split,
  * abort, destroy and queries. */
 #include "core/comm.h"
+#include "core/engine.h"
 #include "core/coll/coll.h"
 #include "core/config.h"
 #include "core/hmac.h"
@@ -463,7 +464,7 @@ static void coll_candidate(cohort_comm_t *c, status_msg_t *sm)
     if (!COHORT_HAS_FIELD(ct, cohort_transport_coll_v1_t, cancel) || !ct->colls || !ct->start ||
         !ct->test || !ct->cancel)
         return;
-    unsigned mask = ct->colls(c->eps[p]) & ((1u << COHORT_COLL_COUNT) - 1u);
+    unsigned mask = ct->colls(c->eps[p]) & ((1u << (COHORT_TP_BARRIER + 1)) - 1u);
     if (!mask) return;
     snprintf(sm->coll_plugin, sizeof sm->coll_plugin, "%s", c->plugins[p]->name);
     sm->coll_mask = mask;
@@ -1004,6 +1005,7 @@ cohort_status_t cohort_comm_split(cohort_comm_t *comm, int color, int key, cohor
     cohort_status_t st = cohort_comm_check(comm, "cohort_comm_split");
     if (st) return st;
     if (!out) return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_split: out is NULL");
+    cohort_engine_drain(comm);   /* ordered after the outstanding non-blocking calls */
     if ((st = cohort_comm_acquire(comm, "cohort_comm_split"))) return st;
     st = split_held(comm, color, key, out);
     cohort_comm_release(comm);
@@ -1068,11 +1070,20 @@ cohort_status_t cohort_comm_destroy(cohort_comm_t *comm)
     if (!comm) return COHORT_SUCCESS;
     cohort_status_t st = cohort_comm_check(comm, "cohort_comm_destroy");
     if (st) return st;
+    unsigned live = cohort_engine_live(comm);
+    if (live)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_destroy on rank %d: %u "
+                            "non-blocking call%s on this communicator %s not been completed by "
+                            "cohort_wait, cohort_waitall or cohort_test; complete them first "
+                            "(cohort_comm_abort makes them complete at once, with "
+                            "COHORT_ERR_ABORTED); nothing was freed", comm->rank, live,
+                            live == 1 ? "" : "s", live == 1 ? "has" : "have");
     if (atomic_load(&comm->busy))
         return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_destroy on rank %d: a collective "
                             "or cohort_comm_split is still running on this communicator in "
                             "another thread; wait for it to return (cohort_comm_abort makes it "
                             "return at once), then destroy", comm->rank);
+    cohort_engine_free(comm);
     cohort_comm_destroy(comm->hier_node);
     cohort_comm_destroy(comm->hier_cross);
     /* The last collectives may have returned here before the rank before this one confirmed
@@ -1158,7 +1169,8 @@ int cohort_comm_node_count(const cohort_comm_t *comm)
 const char *cohort_comm_last_algo(const cohort_comm_t *comm)
 {
     if (!query(comm, "cohort_comm_last_algo")) return "none";
-    return comm->last_algo ? comm->last_algo : "none";
+    const char *algo = atomic_load(&((cohort_comm_t *)comm)->last_algo);
+    return algo ? algo : "none";
 }
 
 const char *cohort_comm_peer_transport(const cohort_comm_t *comm, int peer)

@@ -31,7 +31,7 @@ struct cohort_comm {
     uint64_t tag;
     const struct cohort_coll_args *cur;  /* arguments of the collective in progress */
     char desc[192];                      /* formatted from cur on demand (error paths only) */
-    const char *last_algo;
+    _Atomic(const char *) last_algo;     /* written by whichever thread runs the collective */
 
     cohort_plugin_t *const *plugins;    /* the process-wide set (a reference is held) */
     int nplugins;
@@ -85,6 +85,9 @@ struct cohort_comm {
     unsigned tok_head, tok_count, tok_cap;
     uint64_t tok_seq;                    /* the last collective whose first post looked at
                                             tokens (and sent one where it needs one) */
+
+    struct cohort_engine *engine;        /* the non-blocking calls' queue (core/engine.h);
+                                            NULL until the first one */
 };
 
 /* "allreduce #12 (count 1000, float32, sum, root -1)": the collective in progress, for messages. */

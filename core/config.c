@@ -70,6 +70,10 @@ static const cohort_setting_t settings[] = {
       "seconds without progress in a collective before the stall is reported: each stuck rank "
       "tells the job's rendezvous, which logs one report naming the ranks that did not join "
       "(0: off)", REAL(0, 1e7) },
+    { "COHORT_PROGRESS", "thread",
+      "who moves the non-blocking calls: thread (a progress thread per communicator, asleep when "
+      "nothing is outstanding) or caller (they run inside cohort_test and cohort_wait)",
+      WORDS("thread|caller") },
     { "COHORT_DEBUG", "WARN", "log level: NONE, WARN, INFO, TRACE",
       WORDS("NONE|OFF|WARN|INFO|TRACE") },
     { "COHORT_DEBUG_SUBSYS", "ALL",

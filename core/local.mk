@@ -7,7 +7,9 @@ coll_sources = \
 	core/coll/reduce_tree.c \
 	core/coll/allgather_ring.c core/coll/reduce_scatter_ring.c \
 	core/coll/alltoall_pairwise.c core/coll/barrier_dissemination.c \
-	core/coll/allreduce_hier.c core/coll/broadcast_hier.c core/coll/allgather_hier.c
+	core/coll/allreduce_hier.c core/coll/broadcast_hier.c core/coll/allgather_hier.c \
+	core/coll/allgatherv_ring.c core/coll/alltoallv_pairwise.c \
+	core/coll/gather_linear.c core/coll/scatter_linear.c
 
 lib_LTLIBRARIES += libcohort.la
 libcohort_la_SOURCES = \
@@ -25,6 +27,7 @@ libcohort_la_SOURCES = \
 	core/jobctl.c core/jobctl.h \
 	core/p2p.c core/p2p.h \
 	core/api.c \
+	core/engine.c core/engine.h \
 	core/mem.c core/mem.h \
 	core/timeutil.h \
 	$(coll_sources) core/coll/transport.c

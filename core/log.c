@@ -158,6 +158,8 @@ void cohort_error_prefix(const char *fmt, ...)
 
 void cohort_error_clear(void) { last_error[0] = '\0'; }
 
+void cohort_error_restore(const char *msg) { snprintf(last_error, sizeof last_error, "%s", msg); }
+
 const char *cohort_last_error(void) { return last_error; }
 
 const char *cohort_strerror(cohort_status_t status)

@@ -31,6 +31,9 @@ cohort_status_t cohort_verror(cohort_status_t status, const char *fmt, va_list a
 /* Prepends context to the current thread's last error: "ctx: <old message>". */
 void cohort_error_prefix(const char *fmt, ...) COHORT_PRINTF(1, 2);
 void cohort_error_clear(void);
+/* Makes msg this thread's last error without logging it: an error recorded (and logged) in
+ * another thread, handed over (a non-blocking call's, core/engine.c). */
+void cohort_error_restore(const char *msg);
 /* Level at which this thread logs recorded errors (default WARN); returns the previous one. The
  * loader lowers it to INFO while probing optional plugins so an absent device is not a warning. */
 int cohort_error_log_level(int level);

@@ -77,7 +77,8 @@ static cohort_status_t token_begin(cohort_comm_t *comm);
 static int needs_token(const cohort_comm_t *comm)
 {
     cohort_coll_t c = comm->cur->coll;
-    return c == COHORT_COLL_BROADCAST || c == COHORT_COLL_REDUCE ||
+    return c == COHORT_COLL_BROADCAST || c == COHORT_COLL_REDUCE || c == COHORT_COLL_GATHER ||
+           c == COHORT_COLL_SCATTER || c == COHORT_COLL_ALLGATHERV ||
            (comm->hier_node && (c == COHORT_COLL_ALLREDUCE || c == COHORT_COLL_ALLGATHER));
 }
 
@@ -343,7 +344,8 @@ static void describe(const token_call_t *c, char *buf, size_t len)
     }
     int reduces = c->coll == COHORT_COLL_ALLREDUCE || c->coll == COHORT_COLL_REDUCE ||
                   c->coll == COHORT_COLL_REDUCE_SCATTER;
-    int rooted = c->coll == COHORT_COLL_BROADCAST || c->coll == COHORT_COLL_REDUCE;
+    int rooted = c->coll == COHORT_COLL_BROADCAST || c->coll == COHORT_COLL_REDUCE ||
+                 c->coll == COHORT_COLL_GATHER || c->coll == COHORT_COLL_SCATTER;
     snprintf(buf, len, "%s #%llu (count %llu, %s%s%s, root %lld)",
              cohort_coll_name((cohort_coll_t)c->coll), (unsigned long long)c->seq,
              (unsigned long long)c->count, cohort_dtype_name((cohort_dtype_t)c->dtype),
@@ -586,7 +588,9 @@ cohort_status_t cohort_p2p_coll_done(cohort_comm_t *comm)
 {
     const cohort_coll_args_t *a = comm->cur;
     if (!comm->tok_count || !a || a->coll == COHORT_COLL_BROADCAST ||
-        (a->coll == COHORT_COLL_REDUCE && a->root != comm->rank))
+        a->coll == COHORT_COLL_SCATTER ||
+        ((a->coll == COHORT_COLL_REDUCE || a->coll == COHORT_COLL_GATHER) &&
+         a->root != comm->rank))
         return COHORT_SUCCESS;
     return tokens_retire(comm, comm->tok_count);
 }
@@ -615,9 +619,9 @@ cohort_status_t cohort_p2p_token_finish(cohort_comm_t *comm, int wait_ms)
          * failures of the job are not this call's: the tokens' test below hears of a lost
          * peer.) */
         token_call_t last = token_decode(token_at(comm, comm->tok_count - 1)->mine);
-        cohort_coll_args_t a = { (cohort_coll_t)last.coll, NULL, NULL, (size_t)last.count,
-                                 (cohort_dtype_t)last.dtype, (cohort_op_t)last.op,
-                                 (int)last.root, 0 };
+        cohort_coll_args_t a = { .coll = (cohort_coll_t)last.coll,
+                                 .count = (size_t)last.count, .dtype = (cohort_dtype_t)last.dtype,
+                                 .op = (cohort_op_t)last.op, .root = (int)last.root };
         uint64_t seq = comm->seq;
         comm->cur = &a;
         comm->seq = last.seq;

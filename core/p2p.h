@@ -79,8 +79,8 @@ cohort_status_t cohort_p2p_progress(cohort_comm_t *comm);
 /* Tokens a communicator keeps open at most (see the top of this file). */
 #define COHORT_P2P_TOKENS 1024
 /* After a collective returned success on comm: when its result needed every rank (all but a
- * broadcast and a reduce off its root), the rank before this one has sent the tokens of every
- * collective up to this one, so waiting for them costs next to nothing and makes a mismatch
+ * broadcast, a scatter, and a reduce or gather off its root), the rank before this one has
+ * sent the tokens of every collective up to this one, so waiting for them costs next to nothing and makes a mismatch
  * that let the earlier calls return (a broadcast whose ranks each were the root) fail this
  * one at the latest. Otherwise nothing. */
 cohort_status_t cohort_p2p_coll_done(cohort_comm_t *comm);

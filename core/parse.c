@@ -826,7 +826,8 @@ static void name_copy(span_t s, char *buf, size_t cap)
 
 /* The collectives COHORT_ALGO may name (cohort_coll_name() in core/coll/select.c). */
 static const char *const COLLECTIVES[] = {"allreduce", "broadcast", "reduce", "allgather",
-                                          "reduce_scatter", "alltoall", "barrier"};
+                                          "reduce_scatter", "alltoall", "barrier",
+                                          "allgatherv", "alltoallv", "gather", "scatter"};
 #define NCOLLECTIVES (sizeof COLLECTIVES / sizeof COLLECTIVES[0])
 
 static int known_collective(span_t s)
@@ -851,7 +852,7 @@ static const char *algo_entry(span_t e, cohort_algo_spec_t *spec)
         return "empty collective or algorithm name";
     if (!valid_name(coll, sizeof spec->entries[0].coll) || !known_collective(coll))
         return "unknown collective (allreduce, broadcast, reduce, allgather, reduce_scatter, "
-               "alltoall, barrier)";
+               "alltoall, barrier, allgatherv, alltoallv, gather, scatter)";
     if (!valid_name(algo, sizeof spec->entries[0].algo))
         return "bad algorithm name (letters, digits and _)";
     for (int i = 0; i < spec->count; i++)

@@ -31,12 +31,12 @@ cohort_status_t cohort_allgather_hier(cohort_comm_t *comm, const cohort_coll_arg
     char *all = cohort_coll_scratch(comm, 1, (size_t)nodes * (size_t)L * bytes);
     if (!cross || !all)
         return COHORT_ERR_NO_MEMORY;
-    cohort_coll_args_t s = { COHORT_COLL_ALLGATHER, a->sendbuf, cross, a->count, a->dtype,
-                             a->op, 0, 0 };
+    cohort_coll_args_t s = { .coll = COHORT_COLL_ALLGATHER, .sendbuf = a->sendbuf, .recvbuf = cross,
+                             .count = a->count, .dtype = a->dtype, .op = a->op };
     if ((st = cohort_coll_run(comm, h.cross, &s, "allgather among equal local ranks")))
         return st;
-    s = (cohort_coll_args_t){ COHORT_COLL_ALLGATHER, cross, all, a->count * (size_t)nodes,
-                              a->dtype, a->op, 0, 0 };
+    s = (cohort_coll_args_t){ .coll = COHORT_COLL_ALLGATHER, .sendbuf = cross, .recvbuf = all,
+                              .count = a->count * (size_t)nodes, .dtype = a->dtype, .op = a->op };
     if ((st = cohort_coll_run(comm, h.node, &s, "node allgather")))
         return st;
     int *seen = cohort_coll_scratch(comm, 0, (size_t)L * sizeof *seen);  /* cross is consumed */

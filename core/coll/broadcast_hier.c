@@ -34,8 +34,9 @@ cohort_status_t cohort_broadcast_hier(cohort_comm_t *comm, const cohort_coll_arg
         return st;
     int me = cohort_comm_rank(comm), root = a->root;
     int lr = h.local_of[root], mine = h.node_of[me] == h.node_of[root];
-    cohort_coll_args_t s = { COHORT_COLL_BROADCAST, a->recvbuf, a->recvbuf, a->count, a->dtype,
-                             a->op, 0, 0 };
+    cohort_coll_args_t s = { .coll = COHORT_COLL_BROADCAST, .sendbuf = a->recvbuf,
+                             .recvbuf = a->recvbuf, .count = a->count, .dtype = a->dtype,
+                             .op = a->op };
     if (h.even) {
         if (h.local_of[me] == lr) {
             s.root = cross_rank(&h, root);

@@ -17,6 +17,9 @@
 typedef enum {
     COHORT_COLL_ALLREDUCE, COHORT_COLL_BROADCAST, COHORT_COLL_REDUCE, COHORT_COLL_ALLGATHER,
     COHORT_COLL_REDUCE_SCATTER, COHORT_COLL_ALLTOALL, COHORT_COLL_BARRIER,
+    /* the first seven are numbered as the plugin ABI's cohort_tp_coll_kind_t; these are the
+     * core's alone (no transport runs them itself) */
+    COHORT_COLL_ALLGATHERV, COHORT_COLL_ALLTOALLV, COHORT_COLL_GATHER, COHORT_COLL_SCATTER,
     COHORT_COLL_COUNT
 } cohort_coll_t;
 
@@ -30,6 +33,12 @@ typedef struct cohort_coll_args {
     cohort_op_t op;
     int root;
     size_t esize;        /* bytes per element */
+    /* The v-variants, in elements. allgatherv: rcounts/rdispls per rank (count is their sum,
+     * sendbuf holds rcounts[rank] elements); alltoallv: scounts/sdispls and rcounts/rdispls per
+     * peer (count is 0: each rank's total is its own). NULL for the other collectives. */
+    const size_t *scounts, *sdispls, *rcounts, *rdispls;
+    uint64_t vsig;       /* allgatherv: a hash of rcounts (every rank must pass the same), in the
+                            tag; 0 otherwise */
 } cohort_coll_args_t;
 
 typedef cohort_status_t (*cohort_algo_fn)(cohort_comm_t *comm, const cohort_coll_args_t *a);
@@ -88,7 +97,7 @@ static inline size_t cohort_coll_slice_elems(const cohort_comm_t *comm, size_t e
 const cohort_algo_spec_t *cohort_coll_algo_spec(const cohort_comm_t *comm);
 
 /* The tag of collective number seq with these arguments (core/api.c): seq << 32 | a hash of
- * (coll, count, dtype, op, root). Ranks that disagree on any of them get different tags. */
+ * (coll, count, dtype, op, root, vsig). Ranks that disagree on any of them get different tags. */
 uint64_t cohort_coll_tag(uint64_t seq, const cohort_coll_args_t *a);
 
 /* Name of a collective as in COHORT_ALGO ("allreduce", "reduce_scatter", ...). */
@@ -119,5 +128,9 @@ cohort_status_t cohort_barrier_dissemination(cohort_comm_t *comm, const cohort_c
 cohort_status_t cohort_allreduce_hier(cohort_comm_t *comm, const cohort_coll_args_t *a);
 cohort_status_t cohort_broadcast_hier(cohort_comm_t *comm, const cohort_coll_args_t *a);
 cohort_status_t cohort_allgather_hier(cohort_comm_t *comm, const cohort_coll_args_t *a);
+cohort_status_t cohort_allgatherv_ring(cohort_comm_t *comm, const cohort_coll_args_t *a);
+cohort_status_t cohort_alltoallv_pairwise(cohort_comm_t *comm, const cohort_coll_args_t *a);
+cohort_status_t cohort_gather_linear(cohort_comm_t *comm, const cohort_coll_args_t *a);
+cohort_status_t cohort_scatter_linear(cohort_comm_t *comm, const cohort_coll_args_t *a);
 
 #endif

@@ -12,7 +12,8 @@
  *    is 1.7x faster at 1 MiB. So rd up to RD_MAX_BYTES_2 for two ranks, RD_MAX_BYTES above.
  *  - broadcast: binomial tree (log2 n steps, whole message each) up to TREE_MAX_BYTES, pipelined
  *    chain above (time ~ S/bandwidth + (n-2) chunk latencies).
- *  - the other collectives have one algorithm each.
+ *  - the other collectives have one algorithm each (gather and scatter: linear, the root posts
+ *    every receive or send at once, as Gloo does; the v-variants: ring and pairwise).
  * On a communicator with a hierarchy (several nodes, core/comm.c; COHORT_HIERARCHICAL), allreduce
  * and broadcast run "hier" from HIER_MIN_BYTES (allgather: of the result) and so does allgather
  * when the nodes have equal numbers of ranks; COHORT_HIERARCHICAL=1 runs it at every size.
@@ -43,6 +44,10 @@ static const char *const coll_names[COHORT_COLL_COUNT] = {
     [COHORT_COLL_REDUCE_SCATTER] = "reduce_scatter",
     [COHORT_COLL_ALLTOALL] = "alltoall",
     [COHORT_COLL_BARRIER] = "barrier",
+    [COHORT_COLL_ALLGATHERV] = "allgatherv",
+    [COHORT_COLL_ALLTOALLV] = "alltoallv",
+    [COHORT_COLL_GATHER] = "gather",
+    [COHORT_COLL_SCATTER] = "scatter",
 };
 
 static const cohort_algo_t algos[] = {
@@ -58,6 +63,10 @@ static const cohort_algo_t algos[] = {
     {COHORT_COLL_ALLREDUCE, "hier", cohort_allreduce_hier},
     {COHORT_COLL_BROADCAST, "hier", cohort_broadcast_hier},
     {COHORT_COLL_ALLGATHER, "hier", cohort_allgather_hier},
+    {COHORT_COLL_ALLGATHERV, "ring", cohort_allgatherv_ring},
+    {COHORT_COLL_ALLTOALLV, "pairwise", cohort_alltoallv_pairwise},
+    {COHORT_COLL_GATHER, "linear", cohort_gather_linear},
+    {COHORT_COLL_SCATTER, "linear", cohort_scatter_linear},
 };
 #define NALGOS ((int)(sizeof(algos) / sizeof(algos[0])))
 
@@ -147,6 +156,10 @@ cohort_status_t cohort_coll_select(cohort_comm_t *comm, const cohort_coll_args_t
     case COHORT_COLL_REDUCE_SCATTER: name = "ring"; break;
     case COHORT_COLL_ALLTOALL: name = "pairwise"; break;
     case COHORT_COLL_BARRIER: name = "dissemination"; break;
+    case COHORT_COLL_ALLGATHERV: name = "ring"; break;
+    case COHORT_COLL_ALLTOALLV: name = "pairwise"; break;
+    case COHORT_COLL_GATHER: name = "linear"; break;
+    case COHORT_COLL_SCATTER: name = "linear"; break;
     default: name = "";
     }
     *algo = find(a->coll, name);

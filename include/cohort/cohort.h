@@ -6,7 +6,7 @@
  * Bad arguments never crash: a NULL handle or out pointer, a dtype or op out of range, a root
  * that is not a rank, a count whose byte size overflows, buffers that overlap other than in the
  * documented in-place forms, a call on an aborted communicator or one overlapping another call
- * on the same communicator are refused with COHORT_ERR_INVALID_ARG (COHORT_ERR_ABORTED after
+ * on the same communicator (see "Threads" below) are refused with COHORT_ERR_INVALID_ARG (COHORT_ERR_ABORTED after
  * an abort) and a message naming the function, the argument and its value. Such a refusal
  * happens before anything is sent, so the call may be retried with good arguments; but the other
  * ranks are not told, and wait in the collective until COHORT_TIMEOUT unless they are refused too.
@@ -148,6 +148,100 @@ const char *cohort_comm_last_algo(const cohort_comm_t *comm);
 /* Name of the transport comm uses to reach peer, NULL for itself, for a single-rank
  * communicator, and for a bad comm or peer (then cohort_last_error() says why). */
 const char *cohort_comm_peer_transport(const cohort_comm_t *comm, int peer);
+
+/* ---- Variable-size and rooted collectives (blocking; non-blocking forms below) ----
+ * Counts and displacements are in elements of dtype, one entry per rank. */
+/* Rank r's sendcount elements land at recvbuf + displs[r] on every rank. Every rank passes the
+ * same recvcounts, and recvcounts[rank] must equal its own sendcount; displs are each rank's own
+ * layout (blocks may come in any order, must not overlap). In place: sendbuf == recvbuf +
+ * displs[rank] elements. */
+cohort_status_t cohort_allgatherv(cohort_comm_t *comm, const void *sendbuf, size_t sendcount,
+                                  void *recvbuf, const size_t *recvcounts, const size_t *displs,
+                                  cohort_dtype_t dtype);
+/* sendcounts[r] elements from sendbuf + sdispls[r] go to rank r, which receives them at its
+ * recvbuf + rdispls[this rank] (recvcounts[this rank] there must equal sendcounts[r] here: a
+ * pair that disagrees fails with COHORT_ERR_MISMATCH naming both sizes). Zero counts are fine.
+ * No in-place form: sendbuf and recvbuf must not overlap. */
+cohort_status_t cohort_alltoallv(cohort_comm_t *comm, const void *sendbuf,
+                                 const size_t *sendcounts, const size_t *sdispls, void *recvbuf,
+                                 const size_t *recvcounts, const size_t *rdispls,
+                                 cohort_dtype_t dtype);
+/* gather: root's recvbuf gets count elements from each rank, block r from rank r (recvbuf is
+ * ignored off the root). In place at the root: sendbuf == recvbuf + root * count elements. */
+cohort_status_t cohort_gather(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                              size_t count, cohort_dtype_t dtype, int root);
+/* scatter: rank r gets block r (count elements) of root's sendbuf (ignored off the root). In
+ * place at the root: recvbuf == sendbuf + root * count elements. */
+cohort_status_t cohort_scatter(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                               size_t count, cohort_dtype_t dtype, int root);
+
+/* ---- Non-blocking collectives ----
+ * The same arguments as the blocking form, plus the request. Arguments are checked when the call
+ * is made (a refused call queues nothing and sets *req = NULL); the count and displacement
+ * arrays of the v-variants are copied, the buffers belong to cohort until the request completes.
+ *
+ * Order: collectives (blocking or not) must be issued in the same order on every rank, as with
+ * MPI and NCCL. Any number may be outstanding on one communicator; they run in issue order, and
+ * a blocking call (or cohort_comm_split) issued meanwhile waits for them first. Requests complete
+ * independently and may be waited for in any order.
+ *
+ * Progress: by default a progress thread per communicator (started at its first non-blocking
+ * call, asleep while nothing is outstanding) runs them, so data moves while the caller computes;
+ * COHORT_PROGRESS=caller runs them inside cohort_test / cohort_wait / cohort_waitall instead
+ * (cohort_test then runs the queue up to its request and returns when that one is done).
+ *
+ * Failures: timeouts (COHORT_TIMEOUT), mismatches, a lost peer and cohort_comm_abort complete
+ * the request with the error, whose message (cohort_last_error() after test/wait) names the
+ * operation; requests queued behind a failed one complete with that failure at once.
+ * cohort_comm_destroy with requests not yet completed by test/wait is refused
+ * (COHORT_ERR_INVALID_ARG, nothing freed): abort, then wait for them, then destroy.
+ *
+ * Threads: one thread at a time issues calls on a communicator (blocking and non-blocking; a
+ * second one is refused with COHORT_ERR_INVALID_ARG when it overlaps a running blocking call,
+ * and otherwise breaks the order every rank must agree on). Any thread may test or wait a
+ * request (but only one may complete it: the request is freed then). cohort_comm_abort may be
+ * called from any thread. Different communicators may be used from different threads. */
+cohort_status_t cohort_iallreduce(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                  size_t count, cohort_dtype_t dtype, cohort_op_t op,
+                                  cohort_request_t **req);
+cohort_status_t cohort_ibroadcast(cohort_comm_t *comm, void *buf, size_t count,
+                                  cohort_dtype_t dtype, int root, cohort_request_t **req);
+cohort_status_t cohort_ireduce(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                               size_t count, cohort_dtype_t dtype, cohort_op_t op, int root,
+                               cohort_request_t **req);
+cohort_status_t cohort_iallgather(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                  size_t sendcount, cohort_dtype_t dtype, cohort_request_t **req);
+cohort_status_t cohort_ireduce_scatter(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                       size_t recvcount, cohort_dtype_t dtype, cohort_op_t op,
+                                       cohort_request_t **req);
+cohort_status_t cohort_ialltoall(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                 size_t count, cohort_dtype_t dtype, cohort_request_t **req);
+cohort_status_t cohort_ibarrier(cohort_comm_t *comm, cohort_request_t **req);
+cohort_status_t cohort_iallgatherv(cohort_comm_t *comm, const void *sendbuf, size_t sendcount,
+                                   void *recvbuf, const size_t *recvcounts, const size_t *displs,
+                                   cohort_dtype_t dtype, cohort_request_t **req);
+cohort_status_t cohort_ialltoallv(cohort_comm_t *comm, const void *sendbuf,
+                                  const size_t *sendcounts, const size_t *sdispls, void *recvbuf,
+                                  const size_t *recvcounts, const size_t *rdispls,
+                                  cohort_dtype_t dtype, cohort_request_t **req);
+cohort_status_t cohort_igather(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                               size_t count, cohort_dtype_t dtype, int root,
+                               cohort_request_t **req);
+cohort_status_t cohort_iscatter(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                size_t count, cohort_dtype_t dtype, int root,
+                                cohort_request_t **req);
+
+/* ---- Completion ----
+ * *done = 1 when finished: the returned status is then the operation's own and the request is
+ * freed; *done = 0: returns COHORT_SUCCESS (or an error about the request itself). */
+cohort_status_t cohort_test(cohort_request_t *req, int *done);
+/* Waits, frees the request, returns the operation's status. */
+cohort_status_t cohort_wait(cohort_request_t *req);
+/* Waits for all n, frees them all (reqs[i] becomes NULL); returns the first failure by index
+ * (its message in cohort_last_error()) or COHORT_SUCCESS. statuses may be NULL, else
+ * statuses[i] receives request i's status. A request listed twice, or one that is not live, is
+ * refused before anything is waited for. */
+cohort_status_t cohort_waitall(size_t n, cohort_request_t **reqs, cohort_status_t *statuses);
 
 #ifdef __cplusplus
 }

@@ -848,8 +848,9 @@ static int coll_world(cf_world_t *w, const cohort_transport_coll_v1_t **ctp, uns
 /* The tag the core would give this collective (cohort_coll_tag). */
 static uint64_t coll_tag(uint64_t seq, const cohort_tp_coll_args_t *a)
 {
-    cohort_coll_args_t c = { (cohort_coll_t)a->coll, a->sendbuf, a->recvbuf, a->count, a->dtype,
-                             a->op, a->root, 0 };
+    cohort_coll_args_t c = { .coll = (cohort_coll_t)a->coll, .sendbuf = a->sendbuf,
+                             .recvbuf = a->recvbuf, .count = a->count, .dtype = a->dtype,
+                             .op = a->op, .root = a->root };
     return cohort_coll_tag(seq, &c);
 }
 

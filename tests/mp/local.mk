@@ -1,6 +1,6 @@
 # Multi-process tests: real ranks through cohortrun over the real transports.
 check_PROGRAMS += tests/mp/collcheck
-tests_mp_collcheck_SOURCES = tests/mp/collcheck.c
+tests_mp_collcheck_SOURCES = tests/mp/collcheck.c tests/mp/elems.h
 tests_mp_collcheck_LDADD = libcohort.la -lm -lpthread
 check_PROGRAMS += tests/mp/cycles
 tests_mp_cycles_SOURCES = tests/mp/cycles.c
@@ -34,3 +34,11 @@ dist_noinst_SCRIPTS += tests/mp/test_faults.sh tests/mp/test_faults_nolauncher.s
 check_PROGRAMS += tests/mp/memchurn
 tests_mp_memchurn_SOURCES = tests/mp/memchurn.c
 tests_mp_memchurn_LDADD = libcohort.la
+# nbcheck: the non-blocking calls (every collective, outstanding by the dozen, completed in
+# scrambled order, mixed with blocking ones), the v-variants, gather and scatter; abort, a dead
+# peer and a timeout with requests outstanding (test_nonblocking.sh).
+check_PROGRAMS += tests/mp/nbcheck
+tests_mp_nbcheck_SOURCES = tests/mp/nbcheck.c tests/mp/elems.h
+tests_mp_nbcheck_LDADD = libcohort.la -lpthread -lm
+TESTS += tests/mp/test_nonblocking.sh
+dist_noinst_SCRIPTS += tests/mp/test_nonblocking.sh

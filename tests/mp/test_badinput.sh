@@ -153,6 +153,8 @@ setting COHORT_TIMEOUT 1e999
 setting COHORT_STALL_WARN 0x1p3
 setting COHORT_STALL_WARN -1
 setting COHORT_STALL_WARN infinity
+setting COHORT_PROGRESS threads
+setting COHORT_PROGRESS ""
 setting COHORT_DEBUG LOUD
 setting COHORT_DEBUG abc
 setting COHORT_DEBUG WARNING

@@ -629,7 +629,7 @@ static const bad_setting_t BAD_SETTINGS[] = {
     { "COHORT_SOCKET_IFNAME", "10.0.0.0/99", "10.0.0.0/99" },
     { "COHORT_ALGO", "allreduce:nosuch", "'nosuch' is not an algorithm for allreduce" },
     { "COHORT_ALGO", "allreduce", "'allreduce'" },
-    { "COHORT_ALGO", "gather:ring", "unknown collective" },
+    { "COHORT_ALGO", "scan:ring", "unknown collective" },
     { "COHORT_TRANSPORTS", "nosuch", "'nosuch'" },
     { "COHORT_TRANSPORTS", "shm,,tcp", "empty entry" },
     { "COHORT_TRANSPORTS", "^", "names no transports" },

@@ -753,7 +753,7 @@ START_TEST(test_algos_table)
 {
     int na = 0;
     const cohort_algo_t *algos = cohort_algos(&na);
-    ck_assert_int_eq(na, 12);
+    ck_assert_int_eq(na, 16);
     int per_coll[COHORT_COLL_COUNT] = {0};
     for (int i = 0; i < na; i++) {
         ck_assert_ptr_nonnull(algos[i].fn);
@@ -771,7 +771,7 @@ START_TEST(test_algos_table)
     ck_assert_int_eq(per_coll[COHORT_COLL_ALLGATHER], 2);
 
     const char *names[] = {"allreduce", "broadcast", "reduce", "allgather", "reduce_scatter",
-                           "alltoall", "barrier"};
+                           "alltoall", "barrier", "allgatherv", "alltoallv", "gather", "scatter"};
     for (int c = 0; c < COHORT_COLL_COUNT; c++)
         ck_assert_str_eq(cohort_coll_name((cohort_coll_t)c), names[c]);
     ck_assert_str_eq(cohort_coll_name(COHORT_COLL_COUNT), "?");
@@ -861,12 +861,22 @@ static void *simple_thread(void *p)
     int n = cohort_comm_size(mock_world_comm(s->w, 0));
     size_t cnt = s->count[t->rank], es = 4;
     size_t total = s->coll == COHORT_COLL_ALLGATHER || s->coll == COHORT_COLL_REDUCE_SCATTER ||
-                           s->coll == COHORT_COLL_ALLTOALL
+                           s->coll == COHORT_COLL_ALLTOALL || s->coll == COHORT_COLL_ALLGATHERV ||
+                           s->coll == COHORT_COLL_ALLTOALLV || s->coll == COHORT_COLL_GATHER ||
+                           s->coll == COHORT_COLL_SCATTER
                        ? (size_t)n * cnt
                        : cnt;
     int32_t *sb = calloc(total ? total : 1, es), *rb = calloc(total ? total : 1, es);
+    /* the v-variants as their plain forms: count elements per rank, in rank order (each rank
+     * with its own count, as a rank that disagrees would) */
+    size_t vc[16], vd[16];
+    for (int r = 0; r < n; r++) {
+        vc[r] = cnt;
+        vd[r] = (size_t)r * cnt;
+    }
     cohort_coll_args_t a = {.coll = s->coll, .sendbuf = sb, .recvbuf = rb, .count = cnt,
-                            .dtype = COHORT_INT32, .op = COHORT_SUM, .root = 1, .esize = es};
+                            .dtype = COHORT_INT32, .op = COHORT_SUM, .root = 1, .esize = es,
+                            .scounts = vc, .sdispls = vd, .rcounts = vc, .rdispls = vd};
     s->st[t->rank] = s->fn(mock_world_comm(s->w, t->rank), &a);
     if (s->st[t->rank] != COHORT_SUCCESS) {
         snprintf(s->err[t->rank], sizeof(s->err[0]), "%s", cohort_last_error());

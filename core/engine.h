@@ -1,0 +1,41 @@
+/* The request engine: the non-blocking calls of cohort.h.
+ *
+ * A non-blocking call is checked when it is issued (bad arguments fail the call itself, nothing
+ * is queued) and then queued on its communicator. The queue runs in issue order, one operation
+ * at a time, through the same code as the blocking calls (so every rank runs the same sequence
+ * and the sequence numbers, tags, tokens, timeouts and stall reports hold as they do for blocking
+ * calls). Who runs it is COHORT_PROGRESS:
+ *  - thread (default): one progress thread per communicator, started at its first non-blocking
+ *    call, asleep on a condition variable whenever the queue is empty (no CPU when idle), joined
+ *    by cohort_comm_destroy. Data moves while the caller computes.
+ *  - caller: no thread; queued operations run inside cohort_test / cohort_wait / cohort_waitall
+ *    (and before a blocking call), in the calling thread.
+ * A blocking call first lets the queue drain (it is ordered after the outstanding operations),
+ * then runs in the caller's thread as before: its latency is unchanged when nothing is queued.
+ * An operation's error message (thread-local where it happened) travels in its request and
+ * becomes cohort_last_error() of the thread that completes the request.
+ */
+#ifndef COHORT_CORE_ENGINE_H
+#define COHORT_CORE_ENGINE_H
+
+#include "cohort/cohort.h"
+#include "core/coll/coll.h"
+
+/* Runs one queued operation on comm, which the engine holds (busy) for it: the blocking path's
+ * start + dispatch, without the checks the issue already made. */
+typedef cohort_status_t (*cohort_engine_exec_fn)(cohort_comm_t *comm, cohort_coll_args_t *a,
+                                                 const char *fn);
+
+/* Queues a (validated) operation; its v-variant arrays are copied. *req receives the request. */
+cohort_status_t cohort_engine_submit(cohort_comm_t *comm, const cohort_coll_args_t *a,
+                                     const char *fn, cohort_engine_exec_fn exec,
+                                     cohort_request_t **req);
+/* Returns once nothing is queued or running on comm (running what is queued in caller mode).
+ * Cheap when comm never issued a non-blocking call. */
+void cohort_engine_drain(cohort_comm_t *comm);
+/* Requests issued on comm and not yet completed by test/wait (0 without an engine). */
+unsigned cohort_engine_live(cohort_comm_t *comm);
+/* Stops the progress thread and frees the engine (cohort_comm_destroy, once live is 0). */
+void cohort_engine_free(cohort_comm_t *comm);
+
+#endif

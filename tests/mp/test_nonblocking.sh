@@ -1,0 +1,41 @@
+#!/bin/sh
+# The non-blocking calls, the v-variants, gather and scatter (tests/mp/nbcheck.c) at np 1-5 over
+# the default transport (shm here), over tcp, with caller-driven progress; then requests
+# outstanding when the communicator is aborted, when a peer dies and when a rank never joins.
+. "$top_srcdir/tests/mp/lib.sh"
+NB="$top_builddir/tests/mp/nbcheck"
+
+for np in 1 2 3 4 5; do
+    run_case "non-blocking np=$np" "$COHORTRUN" -np "$np" "$NB"
+done
+run_case "non-blocking over tcp np=3" env COHORT_TRANSPORTS=tcp "$COHORTRUN" -np 3 "$NB"
+run_case "non-blocking, COHORT_PROGRESS=caller, np=3" \
+    env COHORT_PROGRESS=caller "$COHORTRUN" -np 3 "$NB"
+run_case "non-blocking over tcp, COHORT_PROGRESS=caller, np=2" \
+    env COHORT_PROGRESS=caller COHORT_TRANSPORTS=tcp "$COHORTRUN" -np 2 "$NB"
+
+# abort: every outstanding request fails at once (COHORT_ERR_ABORTED, or a lost peer naming a
+# peer's abort, which the job hears of)
+dir=$(mktemp -d)
+for tp in shm tcp; do
+    run_case "requests outstanding, then cohort_comm_abort (np=3, $tp)" \
+        sh -c 'out=$(env COHORT_TRANSPORTS=$1 "$0" -np 3 "$2" --abort "$3/$1" 2>&1) || { echo "$out"; exit 1; }
+               n=$(echo "$out" | grep -cE "^rank [12]: 24 requests completed with (aborted|peer lost) ")
+               [ "$n" -eq 2 ] || { echo "$out"; exit 1; }' "$COHORTRUN" "$tp" "$NB" "$dir"
+done
+# a peer dies with requests outstanding: the others' requests fail, naming the operation
+for tp in shm tcp; do
+    run_case "a peer exits with requests outstanding (np=3, $tp)" \
+        sh -c 'out=$(env COHORT_TRANSPORTS=$1 COHORT_TIMEOUT=60 "$0" -np 3 "$2" --die 2>&1) && { echo "$out"; echo "cohortrun exited 0"; exit 1; }
+               n=$(echo "$out" | grep -c "^rank [01]: waitall returned .* requests failed: .*allreduce #")
+               [ "$n" -eq 2 ] || { echo "$out"; exit 1; }
+               echo "$out" | grep -q "FAIL" && { echo "$out"; exit 1; }; exit 0' \
+        "$COHORTRUN" "$tp" "$NB"
+done
+# a rank that never joins: every request of the others times out, naming it
+run_case "requests time out when rank 0 never joins (np=3, tcp, COHORT_TIMEOUT=3)" \
+    sh -c 'out=$(env COHORT_TRANSPORTS=tcp COHORT_TIMEOUT=3 "$0" -np 3 "$1" --timeout "$2/done" 2>&1) || { echo "$out"; exit 1; }
+           n=$(echo "$out" | grep -c "^rank [12]: waitall timed out after")
+           [ "$n" -eq 2 ] || { echo "$out"; exit 1; }' "$COHORTRUN" "$NB" "$dir"
+rm -rf "$dir"
+finish
