@@ -30,10 +30,12 @@ if [ "${SKIP_TSAN:-0}" != 1 ]; then
     # ThreadSanitizer over the lock-free code: the shm transport's ring (ring.h) and the node
     # collectives' lanes and slots (coll.c), whose unit tests run them in threads, and the verbs
     # registration cache's unmap log (vb_memev.c: written by whichever thread unmaps, read by the
-    # cache's). Only these three programs are built (docs/testing.md gives the time it takes). clang: gcc refuses
+    # cache's), and the request engine (test_engine: the queue, the progress thread, requests
+    # completed from other threads, an abort racing the queue). Only these programs are built
+    # (docs/testing.md gives the time it takes). clang: gcc refuses
     # atomic_thread_fence under -fsanitize=thread with -Werror (TSan does not model fences, which
     # could only add false reports, and none has come).
-    echo "== ThreadSanitizer: the shm unit tests (ring and node-collective lanes), the verbs unmap log"
+    echo "== ThreadSanitizer: the shm unit tests (ring and node-collective lanes), the verbs unmap log, the request engine"
     tsan="$src/_build-tsan"
     mkdir -p "$tsan"
     (
@@ -42,13 +44,14 @@ if [ "${SKIP_TSAN:-0}" != 1 ]; then
             CFLAGS="-O1 -g -fsanitize=thread -fno-omit-frame-pointer" \
             LDFLAGS="-fsanitize=thread" >configure.out
         make -j"$(nproc)" tests/unit/test_shm_ring tests/unit/test_shm_coll \
-            tests/unit/test_verbs_parts >make.out 2>&1 ||
+            tests/unit/test_verbs_parts tests/unit/test_engine \
+            libcohort-tcp.la >make.out 2>&1 ||   # a communicator, even of one rank, needs a plugin
             { tail -n 60 make.out; exit 1; }
         export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
         export COHORT_RING_STRESS_MSGS=300000   # a third of the default: TSan is slow
         export CK_TIMEOUT_MULTIPLIER=4           # and so are the tests' own deadlines
         pass=0; fail=0
-        for t in test_shm_ring test_shm_coll test_verbs_parts; do
+        for t in test_shm_ring test_shm_coll test_verbs_parts test_engine; do
             if timeout -k 10 900 "tests/unit/$t" >"$t.tsan.log" 2>&1; then
                 echo "PASS: tsan $t"; pass=$((pass + 1))
             else

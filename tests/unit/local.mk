@@ -40,3 +40,11 @@ tests_unit_test_tcp_wire_SOURCES = tests/unit/test_tcp_wire.c transports/tcp/tcp
 tests_unit_test_tcp_wire_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_tcp_wire_LDADD = $(CHECK_LIBS)
 endif
+# The request engine on one-rank communicators (also under ThreadSanitizer in CI).
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/test_engine
+TESTS += tests/unit/test_engine
+tests_unit_test_engine_SOURCES = tests/unit/test_engine.c tests/unit/expect.h
+tests_unit_test_engine_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -pthread
+tests_unit_test_engine_LDADD = libcohort.la $(CHECK_LIBS) -lpthread
+endif

@@ -1,0 +1,244 @@
+/* The request engine (core/engine.c) on one-rank communicators: the queue, the progress thread
+ * and caller-driven progress, requests completed from other threads, an abort racing the queue,
+ * the order of blocking calls after non-blocking ones, destroy with requests outstanding.
+ * One rank moves no data over a transport, so this runs the engine's own synchronisation alone;
+ * CI also runs it under ThreadSanitizer. (Many ranks: tests/mp/test_nonblocking.sh.) */
+#include <check.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cohort/cohort.h"
+#include "tests/unit/expect.h"
+
+static int oob_self(const void *s, void *r, size_t n, void *ctx)
+{
+    (void)ctx;
+    memcpy(r, s, n);
+    return 0;
+}
+
+static cohort_comm_t *one_rank(const char *progress)
+{
+    setenv("COHORT_PROGRESS", progress, 1);
+    cohort_comm_t *c = NULL;
+    EXPECT_OK(cohort_comm_init_oob(0, 1, oob_self, NULL, &c));
+    ck_assert_ptr_nonnull(c);
+    return c;
+}
+
+#define N 400
+#define LEN 37
+
+typedef struct job {
+    int32_t src[N][LEN], dst[N][LEN];
+    size_t counts[1], displs[1];
+    cohort_request_t *req[N];
+    cohort_status_t st[N];
+} job_t;
+
+/* Issues N operations of four kinds whose one-rank results are copies of src. */
+static void issue_all(cohort_comm_t *c, job_t *j)
+{
+    j->counts[0] = LEN;
+    j->displs[0] = 0;
+    for (int i = 0; i < N; i++) {
+        for (int k = 0; k < LEN; k++) {
+            j->src[i][k] = i * 1000 + k;
+            j->dst[i][k] = -1;
+        }
+        switch (i % 4) {
+        case 0:
+            EXPECT_OK(cohort_iallreduce(c, j->src[i], j->dst[i], LEN, COHORT_INT32, COHORT_SUM,
+                                        &j->req[i]));
+            break;
+        case 1:
+            EXPECT_OK(cohort_iallgatherv(c, j->src[i], LEN, j->dst[i], j->counts, j->displs,
+                                         COHORT_INT32, &j->req[i]));
+            break;
+        case 2:
+            EXPECT_OK(cohort_ialltoallv(c, j->src[i], j->counts, j->displs, j->dst[i],
+                                        j->counts, j->displs, COHORT_INT32, &j->req[i]));
+            break;
+        default:
+            EXPECT_OK(cohort_igather(c, j->src[i], j->dst[i], LEN, COHORT_INT32, 0, &j->req[i]));
+            break;
+        }
+    }
+    /* the arrays were copied: the caller may reuse them at once */
+    j->counts[0] = 999999;
+}
+
+static void check_results(job_t *j)
+{
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < LEN; k++)
+            ck_assert_msg(j->dst[i][k] == i * 1000 + k, "op %d element %d: %d", i, k,
+                          (int)j->dst[i][k]);
+}
+
+static void *wait_odd(void *arg)
+{
+    job_t *j = arg;
+    for (int i = 1; i < N; i += 2) j->st[i] = cohort_wait(j->req[i]);
+    return NULL;
+}
+
+/* Any thread may complete a request: a second thread waits for the odd ones while this one
+ * tests the even ones. */
+static void completed_from_two_threads(const char *progress)
+{
+    cohort_comm_t *c = one_rank(progress);
+    job_t *j = calloc(1, sizeof *j);
+    ck_assert_ptr_nonnull(j);
+    issue_all(c, j);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, wait_odd, j), 0);
+    for (int i = 0; i < N; i += 2) {
+        int done = 0;
+        while (!done) {
+            j->st[i] = cohort_test(j->req[i], &done);
+            ck_assert_msg(j->st[i] == COHORT_SUCCESS, "test %d: %s", i, cohort_last_error());
+        }
+    }
+    pthread_join(th, NULL);
+    for (int i = 0; i < N; i++) ck_assert_int_eq(j->st[i], COHORT_SUCCESS);
+    check_results(j);
+    EXPECT_OK(cohort_comm_destroy(c));
+    free(j);
+}
+
+START_TEST(two_threads_progress_thread) { completed_from_two_threads("thread"); }
+END_TEST
+START_TEST(two_threads_caller) { completed_from_two_threads("caller"); }
+END_TEST
+
+/* A blocking call is ordered after the outstanding ones: when it returns they are all done. */
+static void blocking_after(const char *progress)
+{
+    cohort_comm_t *c = one_rank(progress);
+    job_t *j = calloc(1, sizeof *j);
+    ck_assert_ptr_nonnull(j);
+    issue_all(c, j);
+    EXPECT_OK(cohort_barrier(c));
+    if (!strcmp(progress, "thread"))
+        for (int i = 0; i < N; i++) {
+            int done = 0;
+            EXPECT_OK(cohort_test(j->req[i], &done));
+            ck_assert_msg(done, "request %d not done after a blocking call returned", i);
+        }
+    else
+        EXPECT_OK(cohort_waitall(N, j->req, NULL));
+    check_results(j);
+    EXPECT_OK(cohort_comm_destroy(c));
+    free(j);
+}
+
+START_TEST(blocking_after_thread) { blocking_after("thread"); }
+END_TEST
+START_TEST(blocking_after_caller) { blocking_after("caller"); }
+END_TEST
+
+static void *abort_now(void *arg)
+{
+    cohort_comm_abort(arg);
+    return NULL;
+}
+
+/* An abort racing the queue: every request completes; the ones that ran before it succeed, all
+ * later ones fail with COHORT_ERR_ABORTED (in issue order: none succeeds after a failure), and
+ * the message of the operation's own thread reaches the waiter. */
+START_TEST(abort_races_the_queue)
+{
+    cohort_comm_t *c = one_rank("thread");
+    job_t *j = calloc(1, sizeof *j);
+    ck_assert_ptr_nonnull(j);
+    issue_all(c, j);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, abort_now, c), 0);
+    cohort_status_t st = cohort_waitall(N, j->req, j->st);
+    pthread_join(th, NULL);
+    int failed_at = -1;
+    for (int i = 0; i < N; i++) {
+        if (j->st[i] != COHORT_SUCCESS && failed_at < 0) failed_at = i;
+        if (failed_at >= 0)
+            ck_assert_msg(j->st[i] == COHORT_ERR_ABORTED, "request %d after failure at %d: %d",
+                          i, failed_at, (int)j->st[i]);
+        ck_assert_ptr_null(j->req[i]);
+    }
+    if (failed_at >= 0) {
+        ck_assert_int_eq(st, COHORT_ERR_ABORTED);
+        ck_assert_msg(strstr(cohort_last_error(), "was aborted"), "'%s'", cohort_last_error());
+    }
+    /* later calls are refused at once */
+    cohort_request_t *r = NULL;
+    EXPECT_STATUS(cohort_ibarrier(c, &r), COHORT_ERR_ABORTED, "aborted");
+    ck_assert_ptr_null(r);
+    EXPECT_OK(cohort_comm_destroy(c));
+    free(j);
+}
+END_TEST
+
+START_TEST(destroy_with_requests_outstanding)
+{
+    cohort_comm_t *c = one_rank("caller");   /* caller: nothing runs until waited for */
+    int32_t x = 5, y = 0;
+    cohort_request_t *r[2];
+    EXPECT_OK(cohort_iallreduce(c, &x, &y, 1, COHORT_INT32, COHORT_SUM, &r[0]));
+    EXPECT_OK(cohort_ibarrier(c, &r[1]));
+    EXPECT_STATUS(cohort_comm_destroy(c), COHORT_ERR_INVALID_ARG, "2 non-blocking calls",
+                  "nothing was freed");
+    ck_assert_int_eq(y, 0);   /* caller mode: it has not run */
+    EXPECT_OK(cohort_wait(r[0]));
+    ck_assert_int_eq(y, 5);
+    EXPECT_STATUS(cohort_comm_destroy(c), COHORT_ERR_INVALID_ARG, "1 non-blocking call");
+    int done = 0;
+    EXPECT_OK(cohort_test(r[1], &done));
+    ck_assert_int_eq(done, 1);
+    EXPECT_OK(cohort_comm_destroy(c));
+}
+END_TEST
+
+START_TEST(request_misuse)
+{
+    cohort_comm_t *c = one_rank("thread");
+    int done = 3;
+    EXPECT_STATUS(cohort_test(NULL, &done), COHORT_ERR_INVALID_ARG, "cohort_test",
+                  "request is NULL");
+    ck_assert_int_eq(done, 0);
+    cohort_request_t *r;
+    EXPECT_OK(cohort_ibarrier(c, &r));
+    EXPECT_STATUS(cohort_test(r, NULL), COHORT_ERR_INVALID_ARG, "done is NULL");
+    EXPECT_STATUS(cohort_waitall(1, NULL, NULL), COHORT_ERR_INVALID_ARG, "reqs is NULL");
+    cohort_request_t *two[2] = { r, NULL };
+    EXPECT_STATUS(cohort_waitall(2, two, NULL), COHORT_ERR_INVALID_ARG, "reqs[1]",
+                  "request is NULL");
+    /* a pointer that was never a request */
+    uint64_t junk[16] = { 0 };
+    EXPECT_STATUS(cohort_wait((cohort_request_t *)junk), COHORT_ERR_INVALID_ARG,
+                  "not a live request");
+    EXPECT_OK(cohort_wait(r));
+    EXPECT_OK(cohort_comm_destroy(c));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("engine");
+    TCase *tc = tcase_create("one rank");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, two_threads_progress_thread);
+    tcase_add_test(tc, two_threads_caller);
+    tcase_add_test(tc, blocking_after_thread);
+    tcase_add_test(tc, blocking_after_caller);
+    tcase_add_loop_test(tc, abort_races_the_queue, 0, 20);
+    tcase_add_test(tc, destroy_with_requests_outstanding);
+    tcase_add_test(tc, request_misuse);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? 1 : 0;
+}
