@@ -330,6 +330,14 @@ const char *cohort_comm_desc(cohort_comm_t *comm)
     else if (a->coll == COHORT_COLL_ALLGATHERV)
         snprintf(comm->desc, sizeof comm->desc, "%s #%llu (total count %zu, %s)", name, seq,
                  a->count, cohort_dtype_name(a->dtype));
+    else if (a->negotiation)
+        snprintf(comm->desc, sizeof comm->desc, "allreduce #%llu (the ranks agreeing how many "
+                 "queued allreduces to fuse)", seq);
+    else if (a->fused)
+        snprintf(comm->desc, sizeof comm->desc, "allreduce #%llu (count %zu, %s, %s: %d fused "
+                 "requests, issued #%llu to #%llu on this rank)", seq, a->count,
+                 cohort_dtype_name(a->dtype), cohort_op_name(a->op), a->fused,
+                 (unsigned long long)a->fused_first, (unsigned long long)a->fused_last);
     else
         snprintf(comm->desc, sizeof comm->desc, "%s #%llu (count %zu, %s%s%s, root %d)", name,
                  seq, a->count, cohort_dtype_name(a->dtype), d->reduces ? ", " : "",
@@ -414,11 +422,17 @@ static cohort_status_t run_held(cohort_comm_t *comm, cohort_coll_args_t *a, cons
     return st ? st : execute(comm, a, fn);
 }
 
-/* A blocking call: ordered after the non-blocking calls still outstanding on comm. */
+/* A blocking call: ordered after the non-blocking calls still outstanding on comm; inside a
+ * group, held until cohort_group_end (and returns at once). */
 static cohort_status_t run(cohort_comm_t *comm, cohort_coll_args_t *a, const char *fn)
 {
     cohort_status_t st = cohort_comm_check(comm, fn);
     if (st) return st;
+    if (cohort_engine_in_group(comm)) {
+        cohort_request_t *req;
+        if ((st = validate(comm, a, fn))) return st;
+        return cohort_engine_submit(comm, a, fn, execute, 1, &req);
+    }
     cohort_engine_drain(comm);
     if ((st = cohort_comm_acquire(comm, fn))) return st;
     st = run_held(comm, a, fn);
@@ -435,7 +449,7 @@ static cohort_status_t submit(cohort_comm_t *comm, cohort_coll_args_t *a, const 
     if (st) return st;
     if (!req) return cohort_error(COHORT_ERR_INVALID_ARG, "%s: req is NULL", fn);
     if ((st = validate(comm, a, fn))) return st;
-    return cohort_engine_submit(comm, a, fn, execute, req);
+    return cohort_engine_submit(comm, a, fn, execute, 0, req);
 }
 
 cohort_status_t cohort_comm_allgather_held(cohort_comm_t *comm, const void *sendbuf,
@@ -655,4 +669,28 @@ cohort_status_t cohort_iscatter(cohort_comm_t *comm, const void *sendbuf, void *
     cohort_coll_args_t a = { .coll = COHORT_COLL_SCATTER, .sendbuf = sendbuf, .recvbuf = recvbuf,
                              .count = count, .dtype = dtype, .op = COHORT_SUM, .root = root };
     return submit(comm, &a, "cohort_iscatter", req);
+}
+
+cohort_status_t cohort_group_start(cohort_comm_t *comm)
+{
+    cohort_status_t st = cohort_comm_check(comm, "cohort_group_start");
+    return st ? st : cohort_engine_group_start(comm);
+}
+
+cohort_status_t cohort_group_end(cohort_comm_t *comm)
+{
+    cohort_status_t st = cohort_comm_check(comm, "cohort_group_end");
+    return st ? st : cohort_engine_group_end(comm);
+}
+
+cohort_status_t cohort_comm_fusion_stats(const cohort_comm_t *comm, uint64_t *requests,
+                                         uint64_t *batches)
+{
+    cohort_status_t st = cohort_comm_check(comm, "cohort_comm_fusion_stats");
+    if (st) return st;
+    if (!requests || !batches)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_fusion_stats: %s is NULL",
+                            !requests ? "requests" : "batches");
+    cohort_engine_stats((cohort_comm_t *)comm, requests, batches);
+    return COHORT_SUCCESS;
 }

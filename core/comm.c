@@ -1005,6 +1005,10 @@ cohort_status_t cohort_comm_split(cohort_comm_t *comm, int color, int key, cohor
     cohort_status_t st = cohort_comm_check(comm, "cohort_comm_split");
     if (st) return st;
     if (!out) return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_split: out is NULL");
+    if (cohort_engine_in_group(comm))
+        return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_split on rank %d: called inside "
+                            "a group (between cohort_group_start and cohort_group_end); split "
+                            "before or after it", comm->rank);
     cohort_engine_drain(comm);   /* ordered after the outstanding non-blocking calls */
     if ((st = cohort_comm_acquire(comm, "cohort_comm_split"))) return st;
     st = split_held(comm, color, key, out);

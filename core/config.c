@@ -74,6 +74,13 @@ static const cohort_setting_t settings[] = {
       "who moves the non-blocking calls: thread (a progress thread per communicator, asleep when "
       "nothing is outstanding) or caller (they run inside cohort_test and cohort_wait)",
       WORDS("thread|caller") },
+    { "COHORT_FUSION_THRESHOLD", "67108864",
+      "bytes up to which allreduces of one dtype and op are fused into one (in a group, and "
+      "non-blocking ones queued back to back); 0: no fusion", NUM(0, 1l << 40) },
+    { "COHORT_CYCLE_TIME", "0",
+      "milliseconds a queued non-blocking allreduce waits for others to fuse with before it "
+      "starts (0: it starts as soon as the operations before it are done, fusing whatever queued "
+      "meanwhile)", REAL(0, 10000) },
     { "COHORT_DEBUG", "WARN", "log level: NONE, WARN, INFO, TRACE",
       WORDS("NONE|OFF|WARN|INFO|TRACE") },
     { "COHORT_DEBUG_SUBSYS", "ALL",

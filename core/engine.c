@@ -3,6 +3,7 @@
 #include "core/engine.h"
 #include "core/comm.h"
 #include "core/config.h"
+#include "core/fusion.h"
 #include "core/log.h"
 
 #include <errno.h>
@@ -17,14 +18,25 @@
 #define REQ_MAGIC 0x434f484f52524551ull   /* "COHORREQ" */
 #define REQ_DEAD 0xdeadbeefdeadbeefull
 
+enum {
+    R_FUSABLE = 1,    /* a non-blocking allreduce outside a group: the queue may fuse it */
+    R_BLOCKING = 2,   /* a blocking call made inside a group: cohort_group_end completes it */
+    R_INTERNAL = 4,   /* a fused batch's container: never seen by the application */
+};
+
 struct cohort_request {
     uint64_t magic;
     cohort_comm_t *comm;
-    struct cohort_request *next;      /* queue link */
+    struct cohort_request *next;      /* queue (or group) link */
     cohort_coll_args_t a;
     size_t *arrays;                   /* the v-variants' counts and displacements, copied */
     const char *fn;
     cohort_engine_exec_fn exec;
+    int flags;                        /* R_* */
+    uint64_t number;                  /* issue number on the communicator, from 1 */
+    uint64_t t_issue;                 /* R_FUSABLE: when it was issued (COHORT_CYCLE_TIME) */
+    struct cohort_request **members;  /* R_INTERNAL: the batch, in issue order */
+    int nmembers;
     int done;                         /* under the engine's lock */
     cohort_status_t st;
     char msg[1024];                   /* the error's message, from the thread that ran it */
@@ -35,35 +47,249 @@ typedef struct cohort_engine {
     pthread_cond_t work;              /* the progress thread waits here for a request */
     pthread_cond_t done;              /* waiters wait here for completions */
     cohort_request_t *head, *tail;    /* queued, not started */
-    unsigned pending;                 /* queued or running */
+    unsigned pending;                 /* queue entries queued or running */
     unsigned live;                    /* issued, not yet completed by test/wait */
     int running;                      /* a thread is running a request */
     int caller;                       /* COHORT_PROGRESS=caller */
     int started, stop;
     pthread_t tid;
+    uint64_t issued;                  /* requests issued (numbers them) */
+    /* fusion */
+    size_t threshold;                 /* COHORT_FUSION_THRESHOLD (0: off) */
+    uint64_t cycle_ns;                /* COHORT_CYCLE_TIME */
+    void *fbuf;                       /* the fusion buffer (cohort_mem_alloc), fcap bytes */
+    size_t fcap;
+    uint64_t fused_reqs, fused_batches;
+    /* groups (the issuing thread only) */
+    int group_depth;
+    cohort_request_t *ghead, *gtail;
 } cohort_engine_t;
 
-/* Runs the head of the queue; called and returns with the lock held. */
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Marks r complete (a batch: each member) and frees a batch's container; lock held. */
+static void complete(cohort_engine_t *e, cohort_request_t *r, cohort_status_t st,
+                     const char *msg)
+{
+    cohort_request_t *one[1] = { r };
+    cohort_request_t **m = r->nmembers ? r->members : one;
+    int n = r->nmembers ? r->nmembers : 1;
+    for (int i = 0; i < n; i++) {
+        m[i]->st = st;
+        if (st) snprintf(m[i]->msg, sizeof m[i]->msg, "%s", msg);
+        m[i]->done = 1;
+    }
+    if (r->flags & R_INTERNAL) {
+        free(r->members);
+        free(r);
+    }
+    e->pending--;
+    pthread_cond_broadcast(&e->done);
+}
+
+/* Runs a batch: its members' sendbufs into the fusion buffer, one allreduce in place there, the
+ * result out to their recvbufs. Lock not held. */
+static cohort_status_t run_fused(cohort_engine_t *e, cohort_comm_t *comm, cohort_request_t *b)
+{
+    const cohort_coll_args_t *first = &b->members[0]->a;
+    size_t es = first->esize, total = 0;
+    for (int i = 0; i < b->nmembers; i++) total += b->members[i]->a.count;
+    if (total * es > e->fcap) {
+        /* cohort's own memory: the transports' fastest paths apply to it (shm reads it in place
+         * when every rank's buffer comes from cohort_mem_alloc, which every rank's fusion
+         * buffer does) */
+        cohort_mem_free(e->fbuf);
+        e->fbuf = NULL;
+        e->fcap = 0;
+        size_t want = total * es < e->threshold / 8 ? e->threshold / 8 : total * es;
+        cohort_status_t st = cohort_mem_alloc(want, &e->fbuf);
+        if (st) {
+            e->fbuf = NULL;
+            return cohort_error(st, "rank %d: no fusion buffer of %zu bytes for %d fused "
+                                "allreduces (set COHORT_FUSION_THRESHOLD lower, or 0 for no "
+                                "fusion): %s", comm->rank, want, b->nmembers,
+                                cohort_last_error());
+        }
+        e->fcap = want;
+    }
+    char *f = e->fbuf;
+    size_t off = 0;
+    for (int i = 0; i < b->nmembers; i++) {
+        const cohort_coll_args_t *a = &b->members[i]->a;
+        memcpy(f + off, a->sendbuf, a->count * es);
+        off += a->count * es;
+    }
+    cohort_coll_args_t all = { .coll = COHORT_COLL_ALLREDUCE, .sendbuf = f, .recvbuf = f,
+                               .count = total, .dtype = first->dtype, .op = first->op,
+                               .esize = es, .fused = b->nmembers,
+                               .fused_first = b->members[0]->number,
+                               .fused_last = b->members[b->nmembers - 1]->number };
+    cohort_status_t st = b->members[0]->exec(comm, &all, "cohort_iallreduce (fused)");
+    if (st) return st;
+    off = 0;
+    for (int i = 0; i < b->nmembers; i++) {
+        const cohort_coll_args_t *a = &b->members[i]->a;
+        memcpy(a->recvbuf, f + off, a->count * es);
+        off += a->count * es;
+    }
+    return COHORT_SUCCESS;
+}
+
+static cohort_fuse_item_t item_of(const cohort_request_t *r, size_t threshold)
+{
+    cohort_fuse_item_t it = { 0, (int)r->a.dtype, (int)r->a.op, r->a.count * r->a.esize };
+    it.fusable = r->a.coll == COHORT_COLL_ALLREDUCE && r->a.count && it.bytes <= threshold;
+    return it;
+}
+
+#define WINDOW_MAX 4096   /* queue entries one negotiation looks at */
+
+/* The head is a fusable allreduce: the ranks agree (an allreduce of MIN over how many of the
+ * queued allreduces each could fuse with it; see docs/design.md) and run that many as one.
+ * Lock held on entry and exit; running is set by the caller. */
+static void run_fusable(cohort_engine_t *e, cohort_comm_t *comm)
+{
+    cohort_request_t *h = e->head;
+    if (e->cycle_ns) {
+        /* COHORT_CYCLE_TIME: let more arrive, unless the threshold is already reached */
+        uint64_t until = h->t_issue + e->cycle_ns;
+        for (;;) {
+            size_t bytes = 0;
+            for (cohort_request_t *q = h; q && bytes < e->threshold; q = q->next)
+                if (q->a.coll == COHORT_COLL_ALLREDUCE) bytes += q->a.count * q->a.esize;
+            uint64_t t = now_ns();
+            if (bytes >= e->threshold || t >= until || e->stop) break;
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            uint64_t ns = (uint64_t)ts.tv_nsec + (until - t);
+            ts.tv_sec += (time_t)(ns / 1000000000ull);
+            ts.tv_nsec = (long)(ns % 1000000000ull);
+            pthread_cond_timedwait(&e->work, &e->mu, &ts);
+        }
+    }
+    cohort_fuse_item_t items[64];
+    cohort_fuse_item_t *it = items;
+    int n = 0, cap = 64;
+    for (cohort_request_t *q = h; q && n < WINDOW_MAX; q = q->next) {
+        if (n == cap) {
+            cohort_fuse_item_t *more = malloc(sizeof *more * (size_t)cap * 2);
+            if (!more) break;
+            memcpy(more, it, sizeof *it * (size_t)n);
+            if (it != items) free(it);
+            it = more;
+            cap *= 2;
+        }
+        it[n] = item_of(q, e->threshold);
+        if (!(q->flags & R_FUSABLE)) it[n].fusable = 0;
+        if (!it[n++].fusable) break;
+    }
+    uint64_t mine = (uint64_t)cohort_fuse_window(it, n, e->threshold), k = 0;
+    if (it != items) free(it);
+    pthread_mutex_unlock(&e->mu);
+
+    cohort_coll_args_t neg = { .coll = COHORT_COLL_ALLREDUCE, .sendbuf = &mine, .recvbuf = &k,
+                               .count = 1, .dtype = COHORT_UINT64, .op = COHORT_MIN,
+                               .esize = 8, .negotiation = 1 };
+    cohort_status_t st = h->exec(comm, &neg, "cohort_iallreduce (fusion negotiation)");
+    char msg[1024] = "";
+    if (st) snprintf(msg, sizeof msg, "%s", cohort_last_error());
+    pthread_mutex_lock(&e->mu);
+    if (st || k <= 1 || k > mine) {
+        /* alone (or failed: the communicator is broken, the head reports why) */
+        e->head = h->next;
+        if (!e->head) e->tail = NULL;
+        if (!st) {
+            pthread_mutex_unlock(&e->mu);
+            st = h->exec(comm, &h->a, h->fn);
+            if (st) snprintf(msg, sizeof msg, "%s", cohort_last_error());
+            pthread_mutex_lock(&e->mu);
+        }
+        complete(e, h, st, msg);
+        return;
+    }
+    /* unlink the first k allreduces of the head's dtype and op, in order */
+    cohort_request_t *b = calloc(1, sizeof *b);
+    cohort_request_t **m = calloc((size_t)k, sizeof *m);
+    if (!b || !m) {
+        free(b);
+        free(m);
+        e->head = h->next;
+        if (!e->head) e->tail = NULL;
+        complete(e, h, cohort_error(COHORT_ERR_NO_MEMORY, "rank %d: no memory to fuse %llu "
+                                    "allreduces", comm->rank, (unsigned long long)k),
+                 cohort_last_error());
+        /* the others ran one negotiation ahead: this rank's communicator cannot go on */
+        comm->broken = COHORT_ERR_NO_MEMORY;
+        snprintf(comm->broken_msg, sizeof comm->broken_msg, "%s", cohort_last_error());
+        return;
+    }
+    int got = 0;
+    cohort_request_t **link = &e->head, *prev = NULL;
+    while (*link && got < (int)k) {
+        cohort_request_t *q = *link;
+        if (q->a.coll == COHORT_COLL_ALLREDUCE && q->a.dtype == h->a.dtype &&
+            q->a.op == h->a.op && (q->flags & R_FUSABLE)) {
+            m[got++] = q;
+            *link = q->next;
+            if (e->tail == q) e->tail = prev;
+            e->pending--;   /* the batch stands for them */
+        } else {
+            prev = q;
+            link = &q->next;
+        }
+    }
+    b->flags = R_INTERNAL;
+    b->members = m;
+    b->nmembers = got;
+    e->pending++;
+    pthread_mutex_unlock(&e->mu);
+    st = run_fused(e, comm, b);
+    if (st) snprintf(msg, sizeof msg, "%s", cohort_last_error());
+    pthread_mutex_lock(&e->mu);
+    if (!st) {
+        e->fused_reqs += (uint64_t)got;
+        e->fused_batches++;
+    }
+    complete(e, b, st, msg);
+}
+
+/* Runs the head of the queue (a request, a batch, or a negotiated batch); called and returns
+ * with the lock held. */
 static void run_one(cohort_engine_t *e, cohort_comm_t *comm)
 {
     cohort_request_t *r = e->head;
-    e->head = r->next;
-    if (!e->head) e->tail = NULL;
     e->running = 1;
-    pthread_mutex_unlock(&e->mu);
     /* The busy mark keeps cohort_comm_destroy and a second issuing thread off comm while the
      * request runs. The thread that issues operations drained the queue before taking it for a
      * blocking call, so it is free here unless the application breaks the one-issuer rule. */
-    while (atomic_exchange(&comm->busy, 1)) sched_yield();
-    cohort_status_t st = r->exec(comm, &r->a, r->fn);
+    while (atomic_exchange(&comm->busy, 1)) {
+        pthread_mutex_unlock(&e->mu);
+        sched_yield();
+        pthread_mutex_lock(&e->mu);
+    }
+    if ((r->flags & R_FUSABLE) && e->threshold) {
+        run_fusable(e, comm);
+    } else {
+        e->head = r->next;
+        if (!e->head) e->tail = NULL;
+        pthread_mutex_unlock(&e->mu);
+        cohort_status_t st = r->nmembers ? run_fused(e, comm, r) : r->exec(comm, &r->a, r->fn);
+        char msg[1024] = "";
+        if (st) snprintf(msg, sizeof msg, "%s", cohort_last_error());
+        pthread_mutex_lock(&e->mu);
+        if (!st && r->nmembers) {
+            e->fused_reqs += (uint64_t)r->nmembers;
+            e->fused_batches++;
+        }
+        complete(e, r, st, msg);
+    }
     atomic_store(&comm->busy, 0);
-    pthread_mutex_lock(&e->mu);
-    r->st = st;
-    if (st) snprintf(r->msg, sizeof r->msg, "%s", cohort_last_error());
-    r->done = 1;
-    e->pending--;
     e->running = 0;
-    pthread_cond_broadcast(&e->done);
 }
 
 static void *progress_thread(void *arg)
@@ -92,6 +318,16 @@ static cohort_status_t engine_get(cohort_comm_t *comm, cohort_engine_t **out)
                             comm->rank);
     const char *mode = cohort_config_get("COHORT_PROGRESS");
     e->caller = mode && !strcasecmp(mode, "caller");
+    long threshold = 64l << 20;
+    double cycle_ms = 0;
+    cohort_status_t st = cohort_config_table_long("COHORT_FUSION_THRESHOLD", &threshold);
+    if (!st) st = cohort_config_table_double("COHORT_CYCLE_TIME", &cycle_ms);
+    if (st) {
+        free(e);
+        return st;
+    }
+    e->threshold = (size_t)threshold;
+    e->cycle_ns = (uint64_t)(cycle_ms * 1e6);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -120,7 +356,7 @@ static cohort_status_t engine_get(cohort_comm_t *comm, cohort_engine_t **out)
 }
 
 cohort_status_t cohort_engine_submit(cohort_comm_t *comm, const cohort_coll_args_t *a,
-                                     const char *fn, cohort_engine_exec_fn exec,
+                                     const char *fn, cohort_engine_exec_fn exec, int blocking,
                                      cohort_request_t **req)
 {
     cohort_engine_t *e = NULL;
@@ -151,13 +387,26 @@ cohort_status_t cohort_engine_submit(cohort_comm_t *comm, const cohort_coll_args
         r->a.scounts = nv == 4 ? arr + 2 * (size_t)n : NULL;
         r->a.sdispls = nv == 4 ? arr + 3 * (size_t)n : NULL;
     }
+    if (blocking) r->flags |= R_BLOCKING;
     pthread_mutex_lock(&e->mu);
-    if (e->tail) e->tail->next = r;
-    else e->head = r;
-    e->tail = r;
-    e->pending++;
+    r->number = ++e->issued;
     e->live++;
-    pthread_cond_signal(&e->work);
+    if (e->group_depth) {
+        if (e->gtail) e->gtail->next = r;
+        else e->ghead = r;
+        e->gtail = r;
+    } else {
+        cohort_fuse_item_t it = item_of(r, e->threshold);
+        if (it.fusable && e->threshold && comm->nranks > 1) {
+            r->flags |= R_FUSABLE;
+            r->t_issue = now_ns();
+        }
+        if (e->tail) e->tail->next = r;
+        else e->head = r;
+        e->tail = r;
+        e->pending++;
+        pthread_cond_signal(&e->work);
+    }
     pthread_mutex_unlock(&e->mu);
     *req = r;
     return COHORT_SUCCESS;
@@ -185,6 +434,22 @@ unsigned cohort_engine_live(cohort_comm_t *comm)
     return n;
 }
 
+int cohort_engine_in_group(cohort_comm_t *comm)
+{
+    return comm->engine && comm->engine->group_depth > 0;
+}
+
+void cohort_engine_stats(cohort_comm_t *comm, uint64_t *requests, uint64_t *batches)
+{
+    cohort_engine_t *e = comm->engine;
+    *requests = *batches = 0;
+    if (!e) return;
+    pthread_mutex_lock(&e->mu);
+    *requests = e->fused_reqs;
+    *batches = e->fused_batches;
+    pthread_mutex_unlock(&e->mu);
+}
+
 void cohort_engine_free(cohort_comm_t *comm)
 {
     cohort_engine_t *e = comm->engine;
@@ -197,8 +462,131 @@ void cohort_engine_free(cohort_comm_t *comm)
     pthread_cond_destroy(&e->work);
     pthread_cond_destroy(&e->done);
     pthread_mutex_destroy(&e->mu);
+    cohort_mem_free(e->fbuf);
     free(e);
     comm->engine = NULL;
+}
+
+/* ---- groups ---- */
+
+cohort_status_t cohort_engine_group_start(cohort_comm_t *comm)
+{
+    cohort_engine_t *e = NULL;
+    cohort_status_t st = engine_get(comm, &e);
+    if (st) return st;
+    e->group_depth++;
+    return COHORT_SUCCESS;
+}
+
+static void wait_done(cohort_engine_t *e, cohort_request_t *r);
+static cohort_status_t finish(cohort_engine_t *e, cohort_request_t *r, char *msg, size_t len);
+
+cohort_status_t cohort_engine_group_end(cohort_comm_t *comm)
+{
+    cohort_engine_t *e = comm->engine;
+    if (!e || !e->group_depth)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_group_end on rank %d: no group is "
+                            "open (cohort_group_start was not called, or its group already "
+                            "ended)", comm->rank);
+    if (--e->group_depth) return COHORT_SUCCESS;   /* nested: the outermost end runs them */
+    int n = 0;
+    for (cohort_request_t *q = e->ghead; q; q = q->next) n++;
+    cohort_request_t **list = malloc(sizeof *list * (size_t)(n ? n : 1));
+    cohort_fuse_item_t *items = malloc(sizeof *items * (size_t)(n ? n : 1));
+    int *leader = malloc(sizeof *leader * (size_t)(n ? n : 1));
+    int *size = calloc((size_t)(n ? n : 1), sizeof *size);
+    cohort_status_t st = COHORT_SUCCESS;
+    if (!list || !items || !leader || !size)
+        st = cohort_error(COHORT_ERR_NO_MEMORY, "cohort_group_end on rank %d: no memory to plan "
+                          "%d operations", comm->rank, n);
+    int i = 0;
+    for (cohort_request_t *q = e->ghead; list && q; q = q->next) list[i++] = q;
+    if (!st) {
+        for (i = 0; i < n; i++) items[i] = item_of(list[i], e->threshold);
+        if (!e->threshold || comm->nranks == 1)
+            for (i = 0; i < n; i++) items[i].fusable = 0;
+        cohort_fuse_plan(items, n, e->threshold, leader);
+        for (i = 0; i < n; i++) size[leader[i]]++;
+    }
+    /* queue entries: each leader, as itself or as a batch of its members in issue order */
+    cohort_request_t **entries = st ? NULL : calloc((size_t)(n ? n : 1), sizeof *entries);
+    if (!st && !entries)
+        st = cohort_error(COHORT_ERR_NO_MEMORY, "cohort_group_end on rank %d: no memory", comm->rank);
+    for (i = 0; !st && i < n; i++) {
+        if (leader[i] != i || size[i] == 1) continue;
+        cohort_request_t *b = calloc(1, sizeof *b);
+        cohort_request_t **m = calloc((size_t)size[i], sizeof *m);
+        if (!b || !m) {
+            free(b);
+            free(m);
+            st = cohort_error(COHORT_ERR_NO_MEMORY, "cohort_group_end on rank %d: no memory",
+                              comm->rank);
+            break;
+        }
+        b->flags = R_INTERNAL;
+        b->members = m;
+        entries[i] = b;
+    }
+    pthread_mutex_lock(&e->mu);
+    if (st) {
+        /* nothing was sent: every member fails with this error (on this rank only: the others
+         * wait for it until COHORT_TIMEOUT) */
+        for (i = 0; entries && i < n; i++)
+            if (entries[i]) {
+                free(entries[i]->members);
+                free(entries[i]);
+            }
+        for (cohort_request_t *q = e->ghead; q; q = q->next) {
+            q->st = st;
+            snprintf(q->msg, sizeof q->msg, "%s", cohort_last_error());
+            q->done = 1;
+        }
+        e->ghead = e->gtail = NULL;
+        pthread_mutex_unlock(&e->mu);
+        free(list);
+        free(items);
+        free(leader);
+        free(size);
+        free(entries);
+        return st;   /* the blocking members are the caller's: test/wait cannot reach them */
+    } else {
+        e->ghead = e->gtail = NULL;
+        for (i = 0; i < n; i++) {
+            cohort_request_t *q = list[i];
+            q->next = NULL;
+            if (entries[leader[i]]) {
+                cohort_request_t *b = entries[leader[i]];
+                b->members[b->nmembers++] = q;
+                if (leader[i] != i) continue;
+                q = b;
+            }
+            if (e->tail) e->tail->next = q;
+            else e->head = q;
+            e->tail = q;
+            e->pending++;
+        }
+        pthread_cond_signal(&e->work);
+    }
+    /* the blocking calls made in the group complete here; the first failure is returned */
+    cohort_status_t first = COHORT_SUCCESS;
+    char msg[1024] = "", one[1024];
+    for (i = 0; list && i < n; i++) {
+        if (!(list[i]->flags & R_BLOCKING)) continue;
+        wait_done(e, list[i]);
+        cohort_status_t s = finish(e, list[i], one, sizeof one);
+        if (s && !first) {
+            first = s;
+            snprintf(msg, sizeof msg, "%s", one);
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+    free(list);
+    free(items);
+    free(leader);
+    free(size);
+    free(entries);
+    if (first) cohort_error_restore(msg);
+    return first ? first : st;
 }
 
 /* ---- completion: cohort_test, cohort_wait, cohort_waitall ---- */

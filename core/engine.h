@@ -18,6 +18,7 @@
 #ifndef COHORT_CORE_ENGINE_H
 #define COHORT_CORE_ENGINE_H
 
+#include <stdint.h>
 #include "cohort/cohort.h"
 #include "core/coll/coll.h"
 
@@ -26,10 +27,20 @@
 typedef cohort_status_t (*cohort_engine_exec_fn)(cohort_comm_t *comm, cohort_coll_args_t *a,
                                                  const char *fn);
 
-/* Queues a (validated) operation; its v-variant arrays are copied. *req receives the request. */
+/* Queues a (validated) operation; its v-variant arrays are copied. *req receives the request.
+ * Inside a group the operation is held until cohort_engine_group_end; blocking: a blocking call
+ * made inside a group, which group_end completes (and frees) itself. */
 cohort_status_t cohort_engine_submit(cohort_comm_t *comm, const cohort_coll_args_t *a,
-                                     const char *fn, cohort_engine_exec_fn exec,
+                                     const char *fn, cohort_engine_exec_fn exec, int blocking,
                                      cohort_request_t **req);
+/* cohort_group_start / cohort_group_end (comm checked by the caller). group_end plans the
+ * group's fusion (core/fusion.h), queues it and waits for the blocking calls made inside it;
+ * it returns the first of their failures. */
+cohort_status_t cohort_engine_group_start(cohort_comm_t *comm);
+cohort_status_t cohort_engine_group_end(cohort_comm_t *comm);
+int cohort_engine_in_group(cohort_comm_t *comm);
+/* Requests that ran inside fused allreduces, and those allreduces, since comm's creation. */
+void cohort_engine_stats(cohort_comm_t *comm, uint64_t *requests, uint64_t *batches);
 /* Returns once nothing is queued or running on comm (running what is queued in caller mode).
  * Cheap when comm never issued a non-blocking call. */
 void cohort_engine_drain(cohort_comm_t *comm);

@@ -28,6 +28,7 @@ libcohort_la_SOURCES = \
 	core/p2p.c core/p2p.h \
 	core/api.c \
 	core/engine.c core/engine.h \
+	core/fusion.c core/fusion.h \
 	core/mem.c core/mem.h \
 	core/timeutil.h \
 	$(coll_sources) core/coll/transport.c

@@ -39,6 +39,11 @@ typedef struct cohort_coll_args {
     const size_t *scounts, *sdispls, *rcounts, *rdispls;
     uint64_t vsig;       /* allgatherv: a hash of rcounts (every rank must pass the same), in the
                             tag; 0 otherwise */
+    /* For messages only (core/engine.c): an allreduce that runs fused requests (how many, and
+     * the issue numbers of the first and the last), or the ranks agreeing on how many to fuse */
+    int fused;
+    uint64_t fused_first, fused_last;
+    int negotiation;
 } cohort_coll_args_t;
 
 typedef cohort_status_t (*cohort_algo_fn)(cohort_comm_t *comm, const cohort_coll_args_t *a);

@@ -243,6 +243,24 @@ cohort_status_t cohort_wait(cohort_request_t *req);
  * refused before anything is waited for. */
 cohort_status_t cohort_waitall(size_t n, cohort_request_t **reqs, cohort_status_t *statuses);
 
+/* ---- Groups and tensor fusion ----
+ * Collectives issued between cohort_group_start and cohort_group_end form one unit: nothing
+ * runs until cohort_group_end, which queues them in issue order, allreduces of the same dtype
+ * and op fused into one up to COHORT_FUSION_THRESHOLD bytes (an allreduce of another dtype or op
+ * between them does not stop that; any other collective does). Blocking calls inside a group
+ * return COHORT_SUCCESS at once (their arguments checked) and complete at cohort_group_end,
+ * which waits for them and returns the first of their failures; non-blocking ones complete
+ * through their requests as usual. Groups nest (the outermost end runs them); cohort_comm_split
+ * is refused inside one. Every rank must issue the same calls in the same order, as always.
+ * Outside groups, non-blocking allreduces queued back to back are fused as well (the ranks agree
+ * on how many with one small allreduce per batch: docs/design.md); COHORT_FUSION_THRESHOLD=0
+ * turns both off. */
+cohort_status_t cohort_group_start(cohort_comm_t *comm);
+cohort_status_t cohort_group_end(cohort_comm_t *comm);
+/* Since comm's creation: *requests ran inside fused allreduces, *batches such allreduces ran. */
+cohort_status_t cohort_comm_fusion_stats(const cohort_comm_t *comm, uint64_t *requests,
+                                         uint64_t *batches);
+
 #ifdef __cplusplus
 }
 #endif

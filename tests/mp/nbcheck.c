@@ -4,6 +4,7 @@
  *                                                 (rank 0 never joins; it leaves once files
  *                                                 F.<rank> say the others are done)
  *   cohortrun -np N tests/mp/nbcheck --die        the last rank exits with requests outstanding
+ *   cohortrun -np N tests/mp/nbcheck --group-mismatch  rank 0's group has one allreduce more
  *   cohortrun -np N tests/mp/nbcheck --timeout F  rank 0 never joins; the others' requests time
  *                                                 out (COHORT_TIMEOUT); rank 0 leaves once
  *                                                 files F.<rank> say they are done
@@ -557,6 +558,75 @@ static void touch(const char *file)
     if (f) fclose(f);
 }
 
+/* Groups: allreduces of fp16, fp32 and bf16 interleaved (fused per dtype and op), blocking and
+ * non-blocking ones, broken by a broadcast; nothing runs before cohort_group_end. */
+static void test_groups(int reps)
+{
+    enum { M = 60 };
+    static const cohort_dtype_t gt[3] = { COHORT_FLOAT16, COHORT_FLOAT32, COHORT_BFLOAT16 };
+    op_t ops[M + 1];
+    cohort_request_t *reqs[M + 1];
+    memset(ops, 0, sizeof ops);
+    uint64_t r0 = 0, b0 = 0, r1 = 0, b1 = 0;
+    cohort_status_t st = cohort_comm_fusion_stats(comm, &r0, &b0);
+    CHECK(st == COHORT_SUCCESS, "fusion stats: %s", cohort_last_error());
+    for (int rep = 0; rep < reps; rep++) {
+        int n = 0, nreq = 0;
+        st = cohort_group_start(comm);
+        CHECK(st == COHORT_SUCCESS, "group_start: %s", cohort_last_error());
+        st = cohort_group_start(comm);   /* nested: the outer end runs them */
+        CHECK(st == COHORT_SUCCESS, "nested group_start: %s", cohort_last_error());
+        for (int i = 0; i < M + 1; i++) {
+            op_t *o = &ops[n++];
+            o->salt = 7000 + rep * 100 + i;
+            o->t = gt[i % 3];
+            o->count = (size_t)(1 + (i * 37) % 300);
+            o->inplace = i % 2;
+            o->kind = K_ALLREDUCE;
+            o->rop = i % 5 == 4 ? COHORT_MAX : COHORT_SUM;
+            if (i == M / 2) {   /* a broadcast in the middle: no batch crosses it */
+                o->kind = K_BCAST;
+                o->root = rep % nranks;
+                o->rop = COHORT_SUM;
+                o->inplace = 0;
+            }
+            prepare(o);
+            if (!o->inplace && o->recv) memset(o->recv, 0x33, o->count * cohort_dtype_size(o->t));
+            int blocking = i % 4 == 3;
+            st = issue(o, blocking);
+            CHECK(st == COHORT_SUCCESS, "%s in a group: %s", o->desc, cohort_last_error());
+            if (!blocking) reqs[nreq++] = o->req;
+            if (blocking && o->recv)   /* returned at once, not run yet */
+                CHECK((unsigned char)o->recv[0] == 0x33, "%s: a blocking call in a group ran "
+                      "before cohort_group_end", o->desc);
+        }
+        st = cohort_group_end(comm);
+        CHECK(st == COHORT_SUCCESS, "inner group_end: %s", cohort_last_error());
+        st = cohort_group_end(comm);
+        CHECK(st == COHORT_SUCCESS, "group_end: %s", cohort_last_error());
+        st = cohort_waitall((size_t)nreq, reqs, NULL);
+        CHECK(st == COHORT_SUCCESS, "group's requests: %s", cohort_last_error());
+        for (int i = 0; i < n; i++) verify(&ops[i]);
+        for (int i = 0; i < n; i++) release(&ops[i]);
+    }
+    st = cohort_comm_fusion_stats(comm, &r1, &b1);
+    CHECK(st == COHORT_SUCCESS && (nranks == 1 || (b1 > b0 && r1 - r0 > b1 - b0)),
+          "groups fused nothing: %llu requests in %llu batches",
+          (unsigned long long)(r1 - r0), (unsigned long long)(b1 - b0));
+    if (rank == 0)
+        printf("groups: %llu allreduces ran in %llu fused batches\n",
+               (unsigned long long)(r1 - r0), (unsigned long long)(b1 - b0));
+    st = cohort_group_end(comm);
+    CHECK(st == COHORT_ERR_INVALID_ARG && strstr(cohort_last_error(), "no group is open"),
+          "group_end without a group: %d '%s'", (int)st, cohort_last_error());
+    cohort_comm_t *sub = NULL;
+    cohort_group_start(comm);
+    st = cohort_comm_split(comm, 0, rank, &sub);
+    CHECK(st == COHORT_ERR_INVALID_ARG && strstr(cohort_last_error(), "inside a group"),
+          "split in a group: %d '%s'", (int)st, cohort_last_error());
+    cohort_group_end(comm);
+}
+
 /* --abort FILE: rank 0 issues nothing; the others' requests wait for it until a second thread
  * aborts the communicator; every request must complete, with COHORT_ERR_ABORTED, in bounded
  * time. Rank 0 leaves once each of them has written FILE.<rank> (earlier, its exit would fail
@@ -693,6 +763,29 @@ static int mode_timeout(const char *file)
     return 0;
 }
 
+/* --group-mismatch: rank 0's group holds one allreduce more than the others' (so its fused
+ * batch is larger): every rank fails with COHORT_ERR_MISMATCH, none hangs. */
+static int mode_group_mismatch(void)
+{
+    float a[3][10], b[3][10];
+    memset(a, 0, sizeof a);
+    cohort_request_t *reqs[3];
+    int n = rank == 0 ? 3 : 2;
+    cohort_group_start(comm);
+    for (int i = 0; i < n; i++)
+        cohort_iallreduce(comm, a[i], b[i], 10, COHORT_FLOAT32, COHORT_SUM, &reqs[i]);
+    cohort_status_t st = cohort_group_end(comm);
+    CHECK(st == COHORT_SUCCESS, "group_end: %s", cohort_last_error());
+    cohort_status_t sts[3];
+    double t0 = now_s();
+    st = cohort_waitall((size_t)n, reqs, sts);
+    printf("rank %d: group of %d allreduces: %s after %.1f s: %s\n", rank, n,
+           cohort_strerror(st), now_s() - t0, cohort_last_error());
+    CHECK(st == COHORT_ERR_MISMATCH, "group mismatch: %d '%s'", (int)st, cohort_last_error());
+    cohort_comm_destroy(comm);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     cohort_status_t st = cohort_comm_init(&comm);
@@ -708,6 +801,7 @@ int main(int argc, char **argv)
     }
     if (argc > 2 && !strcmp(argv[1], "--abort")) mode_abort(argv[2]);
     else if (argc > 1 && !strcmp(argv[1], "--die")) mode_die();
+    else if (argc > 1 && !strcmp(argv[1], "--group-mismatch")) mode_group_mismatch();
     else if (argc > 2 && !strcmp(argv[1], "--timeout")) mode_timeout(argv[2]);
     else {
         unsigned seed = 12345u + (unsigned)rank * 7919u;
@@ -716,6 +810,7 @@ int main(int argc, char **argv)
         batch(COHORT_FLOAT32, salt += 101, &seed, 1);   /* the same calls, blocking */
         batch(COHORT_INT32, salt += 101, &seed, 1);
         test_progress();
+        test_groups(4);
         test_bad_args();
         st = cohort_comm_destroy(comm);
         CHECK(st == COHORT_SUCCESS, "destroy: %s", cohort_last_error());

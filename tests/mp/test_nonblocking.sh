@@ -13,6 +13,16 @@ run_case "non-blocking, COHORT_PROGRESS=caller, np=3" \
     env COHORT_PROGRESS=caller "$COHORTRUN" -np 3 "$NB"
 run_case "non-blocking over tcp, COHORT_PROGRESS=caller, np=2" \
     env COHORT_PROGRESS=caller COHORT_TRANSPORTS=tcp "$COHORTRUN" -np 2 "$NB"
+run_case "non-blocking np=3, fusion batches of at most 4 KiB" \
+    env COHORT_FUSION_THRESHOLD=4096 "$COHORTRUN" -np 3 "$NB"
+run_case "non-blocking np=2, fusion off" env COHORT_FUSION_THRESHOLD=0 "$COHORTRUN" -np 2 "$NB"
+run_case "non-blocking np=4 over tcp, COHORT_CYCLE_TIME=2 ms" \
+    env COHORT_TRANSPORTS=tcp COHORT_CYCLE_TIME=2 "$COHORTRUN" -np 4 "$NB"
+# groups whose contents differ: a mismatch on every rank, at once
+run_case "a group with one allreduce more on rank 0 (np=3): MISMATCH everywhere" \
+    sh -c 'out=$(COHORT_TIMEOUT=60 "$0" -np 3 "$1" --group-mismatch 2>&1) || { echo "$out"; exit 1; }
+           n=$(echo "$out" | grep -c "^rank [0-2]: group of [23] allreduces: mismatch between ranks")
+           [ "$n" -eq 3 ] || { echo "$out"; exit 1; }' "$COHORTRUN" "$NB"
 
 # abort: every outstanding request fails at once (COHORT_ERR_ABORTED, or a lost peer naming a
 # peer's abort, which the job hears of)

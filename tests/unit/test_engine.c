@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cohort/cohort.h"
+#include "core/fusion.h"
 #include "tests/unit/expect.h"
 
 static int oob_self(const void *s, void *r, size_t n, void *ctx)
@@ -223,6 +224,52 @@ START_TEST(request_misuse)
 }
 END_TEST
 
+/* ---- fusion planning (core/fusion.c) ---- */
+
+#define F(dt, op, b) { 1, (dt), (op), (b) }
+#define X { 0, 0, 0, 0 }   /* another kind of operation */
+
+START_TEST(plan_interleaved_dtypes)
+{
+    /* fp16 gradients broken by fp32 ones still fuse, per dtype (Horovod's look-ahead) */
+    cohort_fuse_item_t it[] = { F(6, 0, 100), F(8, 0, 100), F(6, 0, 100), F(8, 0, 100),
+                                F(6, 0, 100), F(6, 4, 100), F(6, 0, 100) };
+    int leader[7];
+    cohort_fuse_plan(it, 7, 1000, leader);
+    int want[7] = { 0, 1, 0, 1, 0, 5, 0 };
+    for (int i = 0; i < 7; i++) ck_assert_int_eq(leader[i], want[i]);
+}
+END_TEST
+
+START_TEST(plan_threshold_and_barriers)
+{
+    /* batches close at the threshold and at any other kind of operation */
+    cohort_fuse_item_t it[] = { F(8, 0, 400), F(8, 0, 400), F(8, 0, 400), F(8, 0, 100), X,
+                                F(8, 0, 10), F(8, 0, 10), F(8, 0, 1000) };
+    int leader[8];
+    cohort_fuse_plan(it, 8, 1000, leader);
+    int want[8] = { 0, 0, 2, 2, 4, 5, 5, 7 };
+    for (int i = 0; i < 8; i++) ck_assert_int_eq(leader[i], want[i]);
+    cohort_fuse_plan(it, 8, 0, leader);   /* a threshold of 0 fuses nothing that has bytes */
+    for (int i = 0; i < 8; i++) ck_assert_int_eq(leader[i], i);
+}
+END_TEST
+
+START_TEST(window_counts)
+{
+    cohort_fuse_item_t it[] = { F(8, 0, 100), F(6, 0, 100), F(8, 0, 100), F(8, 1, 50),
+                                F(8, 0, 100), X, F(8, 0, 100) };
+    ck_assert_int_eq(cohort_fuse_window(it, 7, 1000), 3);   /* stops at X */
+    ck_assert_int_eq(cohort_fuse_window(it, 7, 250), 2);    /* stops at the threshold */
+    ck_assert_int_eq(cohort_fuse_window(it, 1, 1000), 1);
+    ck_assert_int_eq(cohort_fuse_window(it + 5, 2, 1000), 1);   /* the head is not fusable */
+    ck_assert_int_eq(cohort_fuse_window(it, 0, 1000), 0);
+    /* what ranks with shorter queues see: a prefix, never more */
+    for (int n = 1; n <= 7; n++)
+        ck_assert_int_le(cohort_fuse_window(it, n, 1000), cohort_fuse_window(it, 7, 1000));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("engine");
@@ -236,6 +283,11 @@ int main(void)
     tcase_add_test(tc, destroy_with_requests_outstanding);
     tcase_add_test(tc, request_misuse);
     suite_add_tcase(s, tc);
+    TCase *tp = tcase_create("fusion planning");
+    tcase_add_test(tp, plan_interleaved_dtypes);
+    tcase_add_test(tp, plan_threshold_and_barriers);
+    tcase_add_test(tp, window_counts);
+    suite_add_tcase(s, tp);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int nf = srunner_ntests_failed(sr);
