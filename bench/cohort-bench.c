@@ -115,11 +115,14 @@ typedef struct {
     int cohort_mem;               /* --mem cohort: buffers from cohort_mem_alloc */
     int touch;                    /* --touch: write sendbuf, read recvbuf before each timed call */
     int fresh;                    /* --fresh: each timed call on buffers allocated just for it */
+    int nonblocking;              /* --nonblocking N: timed calls non-blocking, N in flight */
+    int group;                    /* --group N: timed calls in groups of N (blocking forms) */
 } opts_t;
 
 enum {
     OPT_CHECK = 256, OPT_TRANSPORT, OPT_ALGO, OPT_JSON, OPT_CSV, OPT_LABEL, OPT_SVG, OPT_FROM,
-    OPT_LABELS, OPT_TITLE, OPT_YLOG, OPT_SAME, OPT_MEM, OPT_TOUCH, OPT_FRESH
+    OPT_LABELS, OPT_TITLE, OPT_YLOG, OPT_SAME, OPT_MEM, OPT_TOUCH, OPT_FRESH,
+    OPT_NONBLOCKING, OPT_GROUP
 };
 
 static void usage(FILE *f, const char *prog)
@@ -139,7 +142,7 @@ static void usage(FILE *f, const char *prog)
         "  -n, --iters N            timed iterations per size (default 20)\n"
         "  -w, --warmup_iters N     untimed iterations before them (default 5)\n"
         "      --check 0|1          verify one call per size and placement (default 1)\n"
-        "  -z, --blocking 0|1       accepted and ignored (calls are blocking)\n"
+        "  -z, --blocking 0|1       accepted and ignored (see --nonblocking)\n"
         "  -a, --average 0|1|2|3    time column across ranks: 0 rank 0, 1 avg, 2 min, 3 max\n"
         "                           (default 1, as nccl-tests)\n"
         "      --transport T        set COHORT_TRANSPORTS=T before init\n"
@@ -162,6 +165,13 @@ static void usage(FILE *f, const char *prog)
         "      --svg FILE --from J1,J2,...  [--labels L1,L2,...] [--title T] [--ylog]\n"
         "                           no communication: plot busbw against size from JSON files\n"
         "                           of earlier runs, one polyline per file, as a standalone SVG\n"
+        "      --nonblocking N      the timed calls non-blocking (cohort_iallreduce, ...), up to N\n"
+        "                           in flight (issued back to back; the oldest waited for when\n"
+        "                           N are out; all at the end of each timing round); each in its\n"
+        "                           own part of the buffers, which hold N of the largest size\n"
+        "      --group N            the timed calls in groups of N (cohort_group_start/end: the\n"
+        "                           allreduces of a group fused up to COHORT_FUSION_THRESHOLD),\n"
+        "                           each in its own part of the buffers\n"
         "  -h, --help               this text\n"
         "Output (rank 0): nccl-tests' columns (size count type redop root, then time algbw busbw\n"
         "#wrong out of place and in place), then min/max time across ranks and the algorithm.\n"
@@ -246,6 +256,8 @@ static int parse_options(int argc, char **argv, opts_t *o)
         { "mem", required_argument, 0, OPT_MEM },
         { "touch", no_argument, 0, OPT_TOUCH },
         { "fresh", no_argument, 0, OPT_FRESH },
+        { "nonblocking", required_argument, 0, OPT_NONBLOCKING },
+        { "group", required_argument, 0, OPT_GROUP },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -406,6 +418,16 @@ static int parse_options(int argc, char **argv, opts_t *o)
         case OPT_SAME: o->same_buffer = 1; break;
         case OPT_TOUCH: o->touch = 1; break;
         case OPT_FRESH: o->fresh = 1; break;
+        case OPT_NONBLOCKING:
+        case OPT_GROUP:
+            if (parse_long(optarg, 1, 1 << 20, &v)) {
+                fprintf(stderr, "cohort-bench: --%s wants a number from 1 to %d, not '%s'\n",
+                        c == OPT_GROUP ? "group" : "nonblocking", 1 << 20, optarg);
+                return 2;
+            }
+            if (c == OPT_GROUP) o->group = (int)v;
+            else o->nonblocking = (int)v;
+            break;
         case OPT_MEM:
             if (!strcasecmp(optarg, "cohort") || !strcasecmp(optarg, "malloc")) {
                 o->cohort_mem = !strcasecmp(optarg, "cohort");
@@ -433,6 +455,15 @@ static int parse_options(int argc, char **argv, opts_t *o)
     }
     if (optind < argc) {
         fprintf(stderr, "cohort-bench: unexpected argument '%s' (see -h)\n", argv[optind]);
+        return 2;
+    }
+    if (o->nonblocking && o->group) {
+        fprintf(stderr, "cohort-bench: --nonblocking and --group do not go together\n");
+        return 2;
+    }
+    if ((o->nonblocking || o->group) && (o->fresh || o->same_buffer || o->touch)) {
+        fprintf(stderr, "cohort-bench: --nonblocking and --group need calls on buffers of their "
+                "own: not with --fresh, --same-buffer or --touch\n");
         return 2;
     }
     if (o->svg || o->from) {
@@ -756,6 +787,77 @@ static cohort_status_t run_coll(bench_t *b, const geom_t *g, cohort_dtype_t dt, 
     }
 }
 
+/* run_coll's non-blocking form. */
+static cohort_status_t issue_coll(bench_t *b, const geom_t *g, cohort_dtype_t dt, cohort_op_t op,
+                                  int inplace, size_t shift, cohort_request_t **q)
+{
+    char *s = b->sendbuf ? b->sendbuf + shift : NULL, *r = b->recvbuf ? b->recvbuf + shift : NULL;
+    size_t blk = g->count * g->esize * (size_t)b->rank;
+    switch (b->o.coll) {
+    case C_ALLREDUCE:
+        return cohort_iallreduce(b->comm, inplace ? r : s, r, g->count, dt, op, q);
+    case C_BROADCAST:
+        return cohort_ibroadcast(b->comm, r, g->count, dt, b->o.root, q);
+    case C_REDUCE:
+        return cohort_ireduce(b->comm, inplace ? r : s, r, g->count, dt, op, b->o.root, q);
+    case C_ALLGATHER:
+        return cohort_iallgather(b->comm, inplace ? r + blk : s, r, g->count, dt, q);
+    case C_REDUCE_SCATTER:
+        return inplace ? cohort_ireduce_scatter(b->comm, r, r + blk, g->count, dt, op, q)
+                       : cohort_ireduce_scatter(b->comm, s, r, g->count, dt, op, q);
+    case C_ALLTOALL:
+        return cohort_ialltoall(b->comm, inplace ? r : s, r, g->count, dt, q);
+    case C_BARRIER:
+        return cohort_ibarrier(b->comm, q);
+    default:
+        return COHORT_ERR_INVALID_ARG;
+    }
+}
+
+/* One timing round of --nonblocking / --group: calls it0 .. end-1, each on its own part of the
+ * buffers (part = call mod parts), all complete when it returns. */
+static cohort_status_t timed_round(bench_t *b, const geom_t *g, cohort_dtype_t dt,
+                                   cohort_op_t op, int inplace, int it0, int end, size_t parts,
+                                   cohort_request_t **ring)
+{
+    size_t total = g->bytes;
+    cohort_status_t st = COHORT_SUCCESS;
+    if (b->o.group) {
+        int gs = b->o.group;
+        for (int it = it0; it < end && !st; it += gs) {
+            int last = it + gs < end ? it + gs : end;
+            st = cohort_group_start(b->comm);
+            for (int k = it; k < last && !st; k++)
+                st = run_coll(b, g, dt, op, inplace, total * ((size_t)k % parts));
+            cohort_status_t e = cohort_group_end(b->comm);
+            if (!st) st = e;
+        }
+        return st;
+    }
+    int nb = b->o.nonblocking, out = 0, oldest = 0;
+    for (int it = it0; it < end; it++) {
+        if (out == nb) {   /* the oldest frees its slot */
+            cohort_status_t w = cohort_wait(ring[oldest]);
+            ring[oldest] = NULL;
+            if (w && !st) st = w;
+            oldest = (oldest + 1) % nb;
+            out--;
+        }
+        if (st) break;
+        int slot = (oldest + out) % nb;
+        st = issue_coll(b, g, dt, op, inplace, total * ((size_t)it % parts), &ring[slot]);
+        if (st) break;
+        out++;
+    }
+    for (; out > 0; out--) {
+        cohort_status_t w = cohort_wait(ring[oldest]);
+        ring[oldest] = NULL;
+        if (w && !st) st = w;
+        oldest = (oldest + 1) % nb;
+    }
+    return st;
+}
+
 /* Sentinel for outputs: data the collective must overwrite. */
 static void poison(void *buf, size_t count, size_t esize)
 {
@@ -978,12 +1080,33 @@ static int run_placement(bench_t *b, const geom_t *g, cohort_dtype_t dt, cohort_
         return -1;
     }
     int iters = b->o.iters, it = 0;
+    size_t parts = (size_t)(b->o.nonblocking > b->o.group ? b->o.nonblocking : b->o.group);
+    cohort_request_t **ring = NULL;
+    if (parts) {
+        /* each call in flight on its own part of the buffers */
+        parts = total ? b->alloc / total : 1;
+        if (parts < 1) parts = 1;
+        ring = calloc((size_t)(b->o.nonblocking ? b->o.nonblocking : 1), sizeof *ring);
+        if (!ring) {
+            fprintf(stderr, "cohort-bench: rank %d: no memory\n", b->rank);
+            return -1;
+        }
+    }
     /* The loop's time, or with --fresh the calls' own (not the allocations around them). */
     double t0 = now_us(), calls = 0;
     for (int rep = 0; rep < b->nreps; rep++) {
         int end = (int)((long long)iters * (rep + 1) / b->nreps);
         int n_in_rep = end - it;
         double in_rep = 0;
+        if (ring) {
+            st = timed_round(b, g, dt, op, inplace, it, end, parts, ring);
+            it = end;
+            if (st != COHORT_SUCCESS) {
+                call_failed(b, "timed call", g, dt, op, inplace, st);
+                free(ring);
+                return -1;
+            }
+        }
         for (; it < end; it++) {
             st = one_call(b, g, dt, op, inplace, total * ((size_t)it % steps), &us);
             if (st != COHORT_SUCCESS) {
@@ -997,6 +1120,7 @@ static int run_placement(bench_t *b, const geom_t *g, cohort_dtype_t dt, cohort_
         calls += took;
         t0 = t1;
     }
+    free(ring);
     m->t_us = calls / iters;
     if (algo) {
         const char *a = cohort_comm_last_algo(b->comm);
@@ -1491,6 +1615,19 @@ int main(int argc, char **argv)
         b.alloc = (b.o.maxbytes + 63) / 64 * 64;
         if (b.alloc == 0)
             b.alloc = 64;
+        /* --nonblocking / --group: a part of the buffers for each call in flight */
+        size_t parts = (size_t)(b.o.nonblocking > b.o.group ? b.o.nonblocking : b.o.group);
+        if (parts > 1) {
+            if (b.alloc > ((size_t)4 << 30) / parts) {
+                if (b.rank == 0)
+                    fprintf(stderr, "cohort-bench: %zu calls in flight of up to %zu bytes need "
+                            "more than 4 GiB of buffers; lower --nonblocking/--group or -e\n",
+                            parts, b.alloc);
+                cohort_comm_destroy(b.comm);
+                return 2;
+            }
+            b.alloc *= parts;
+        }
         void *s = NULL, *r = NULL;
         if (b.o.cohort_mem) {
             cohort_status_t s1 = cohort_mem_alloc(b.alloc, &s);
