@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -106,7 +107,7 @@ typedef struct coll_desc {
     unsigned inplace : 2;    /* the in-place form (cohort.h): IP_* */
     unsigned v : 1;          /* counts and displacements per rank (check_v) */
 } coll_desc_t;
-static const coll_desc_t descs[COHORT_COLL_COUNT] = {
+static const coll_desc_t descs[COHORT_OP_KINDS] = {
     [COHORT_COLL_ALLREDUCE] = { .reduces = 1, .send = 1, .recv = 1, .inplace = IP_SAME },
     [COHORT_COLL_BROADCAST] = { .rooted = 1, .recv = 1, .inplace = IP_SAME },
     [COHORT_COLL_REDUCE] = { .reduces = 1, .rooted = 1, .send = 1, .recv = 1, .recv_root = 1,
@@ -123,6 +124,8 @@ static const coll_desc_t descs[COHORT_COLL_COUNT] = {
                              .inplace = IP_SEND_IN_RECV },
     [COHORT_COLL_SCATTER] = { .rooted = 1, .send = 1, .recv = 1, .send_root = 1, .send_n = 1,
                               .inplace = IP_RECV_IN_SEND },
+    [COHORT_OP_SEND] = { .send = 1 },
+    [COHORT_OP_RECV] = { .recv = 1 },
 };
 
 static const char *inplace_form(cohort_coll_t coll)
@@ -257,6 +260,16 @@ static cohort_status_t validate(cohort_comm_t *comm, cohort_coll_args_t *a, cons
         return cohort_error(COHORT_ERR_INVALID_ARG, "%s: root %d is not a rank of this "
                             "communicator (size %d)", fn, a->root, comm->nranks);
     if (d->v) return check_v(comm, a, fn);
+    if (a->coll == COHORT_OP_SEND || a->coll == COHORT_OP_RECV) {
+        if (a->peer < 0 || a->peer >= comm->nranks || a->peer == comm->rank)
+            return cohort_error(COHORT_ERR_INVALID_ARG, "%s on rank %d: peer %d is %s", fn,
+                                comm->rank, a->peer, a->peer == comm->rank
+                                ? "this rank itself (copy locally instead)"
+                                : "not a rank of this communicator");
+        if (a->tag < 0)
+            return cohort_error(COHORT_ERR_INVALID_ARG, "%s on rank %d: tag %d is negative "
+                                "(tags are >= 0)", fn, comm->rank, a->tag);
+    }
     int at_root = !d->rooted || comm->rank == a->root;
     /* what is not used here is never touched (cohort.h) */
     if (d->recv_root && !at_root) a->recvbuf = NULL;
@@ -321,8 +334,12 @@ const char *cohort_comm_desc(cohort_comm_t *comm)
         return comm->desc;
     }
     const coll_desc_t *d = &descs[a->coll];
-    const char *name = cohort_coll_name(a->coll);
-    if (a->coll == COHORT_COLL_BARRIER)
+    const char *name = a->coll < COHORT_COLL_COUNT ? cohort_coll_name(a->coll) : "";
+    if (a->coll == COHORT_OP_SEND || a->coll == COHORT_OP_RECV)
+        snprintf(comm->desc, sizeof comm->desc, "%s rank %d (tag %d, count %zu, %s)",
+                 a->coll == COHORT_OP_SEND ? "send to" : "receive from", a->peer, a->tag,
+                 a->count, cohort_dtype_name(a->dtype));
+    else if (a->coll == COHORT_COLL_BARRIER)
         snprintf(comm->desc, sizeof comm->desc, "barrier #%llu", seq);
     else if (a->coll == COHORT_COLL_ALLTOALLV)
         snprintf(comm->desc, sizeof comm->desc, "%s #%llu (%s)", name, seq,
@@ -422,6 +439,61 @@ static cohort_status_t run_held(cohort_comm_t *comm, cohort_coll_args_t *a, cons
     return st ? st : execute(comm, a, fn);
 }
 
+/* Point-to-point messages of the application: n of them (consecutive in the queue) posted in
+ * order, then waited for in order; no sequence number (other ranks do not take part). Returns
+ * the index of the first that failed (n: none), its status in *st. */
+static int run_p2p(cohort_comm_t *comm, cohort_coll_args_t *const *as, int n,
+                   cohort_status_t *st)
+{
+    *st = COHORT_SUCCESS;
+    const char *fn = as[0]->coll == COHORT_OP_SEND ? "cohort_send" : "cohort_recv";
+    if (atomic_load(&comm->aborted)) {
+        *st = cohort_error(COHORT_ERR_ABORTED, "%s on rank %d: the communicator was aborted",
+                           fn, comm->rank);
+        return 0;
+    }
+    if (comm->broken) {
+        *st = cohort_error(comm->broken, "%s on rank %d: the communicator failed earlier and "
+                           "cannot be used (destroy it): %s", fn, comm->rank, comm->broken_msg);
+        return 0;
+    }
+    cohort_preq_t one, *rq = n == 1 ? &one : calloc((size_t)n, sizeof *rq);
+    if (!rq) {
+        *st = cohort_error(COHORT_ERR_NO_MEMORY, "rank %d: no memory for %d messages",
+                           comm->rank, n);
+        return 0;
+    }
+    int i = 0, posted = 0;
+    comm->fail_peer = -1;
+    for (; posted < n && !*st; posted++) {
+        const cohort_coll_args_t *a = as[posted];
+        comm->cur = a;
+        *st = cohort_p2p_post_user(comm, a->peer, a->coll == COHORT_OP_SEND
+                                   ? (void *)(uintptr_t)a->sendbuf : a->recvbuf,
+                                   a->count * a->esize, a->coll == COHORT_OP_SEND, a->tag,
+                                   &rq[posted]);
+        if (*st) comm->fail_peer = a->peer;
+    }
+    if (*st) i = posted - 1;
+    for (; !*st && i < n; i++) {
+        comm->cur = as[i];
+        *st = cohort_p2p_waitall(comm, &rq[i], 1);
+        if (*st) break;
+    }
+    if (*st == COHORT_ERR_MISMATCH)
+        cohort_error_prefix("rank %d: a message did not match its receive (a transport writes "
+                            "the tag of cohort_send/cohort_recv as 2^63 + tag, "
+                            "9223372036854775808 + tag)", comm->rank);
+    if (*st) {
+        if (*st != COHORT_ERR_ABORTED) *st = cohort_jobctl_failure(comm, *st, comm->fail_peer);
+        comm->broken = *st;
+        snprintf(comm->broken_msg, sizeof comm->broken_msg, "%s", cohort_last_error());
+    }
+    comm->cur = NULL;
+    if (rq != &one) free(rq);
+    return *st ? i : n;
+}
+
 /* A blocking call: ordered after the non-blocking calls still outstanding on comm; inside a
  * group, held until cohort_group_end (and returns at once). */
 static cohort_status_t run(cohort_comm_t *comm, cohort_coll_args_t *a, const char *fn)
@@ -431,11 +503,15 @@ static cohort_status_t run(cohort_comm_t *comm, cohort_coll_args_t *a, const cha
     if (cohort_engine_in_group(comm)) {
         cohort_request_t *req;
         if ((st = validate(comm, a, fn))) return st;
-        return cohort_engine_submit(comm, a, fn, execute, 1, &req);
+        return cohort_engine_submit(comm, a, fn, execute, run_p2p, 1, &req);
     }
     cohort_engine_drain(comm);
     if ((st = cohort_comm_acquire(comm, fn))) return st;
-    st = run_held(comm, a, fn);
+    if (a->coll == COHORT_OP_SEND || a->coll == COHORT_OP_RECV) {
+        if (!(st = validate(comm, a, fn))) run_p2p(comm, &a, 1, &st);
+    } else {
+        st = run_held(comm, a, fn);
+    }
     cohort_comm_release(comm);
     return st;
 }
@@ -449,7 +525,7 @@ static cohort_status_t submit(cohort_comm_t *comm, cohort_coll_args_t *a, const 
     if (st) return st;
     if (!req) return cohort_error(COHORT_ERR_INVALID_ARG, "%s: req is NULL", fn);
     if ((st = validate(comm, a, fn))) return st;
-    return cohort_engine_submit(comm, a, fn, execute, 0, req);
+    return cohort_engine_submit(comm, a, fn, execute, run_p2p, 0, req);
 }
 
 cohort_status_t cohort_comm_allgather_held(cohort_comm_t *comm, const void *sendbuf,
@@ -693,4 +769,38 @@ cohort_status_t cohort_comm_fusion_stats(const cohort_comm_t *comm, uint64_t *re
                             !requests ? "requests" : "batches");
     cohort_engine_stats((cohort_comm_t *)comm, requests, batches);
     return COHORT_SUCCESS;
+}
+
+/* ---- point to point ---- */
+
+cohort_status_t cohort_send(cohort_comm_t *comm, const void *buf, size_t count,
+                            cohort_dtype_t dtype, int peer, int tag)
+{
+    cohort_coll_args_t a = { .coll = COHORT_OP_SEND, .sendbuf = buf, .count = count,
+                             .dtype = dtype, .peer = peer, .tag = tag };
+    return run(comm, &a, "cohort_send");
+}
+
+cohort_status_t cohort_recv(cohort_comm_t *comm, void *buf, size_t count, cohort_dtype_t dtype,
+                            int peer, int tag)
+{
+    cohort_coll_args_t a = { .coll = COHORT_OP_RECV, .recvbuf = buf, .count = count,
+                             .dtype = dtype, .peer = peer, .tag = tag };
+    return run(comm, &a, "cohort_recv");
+}
+
+cohort_status_t cohort_isend(cohort_comm_t *comm, const void *buf, size_t count,
+                             cohort_dtype_t dtype, int peer, int tag, cohort_request_t **req)
+{
+    cohort_coll_args_t a = { .coll = COHORT_OP_SEND, .sendbuf = buf, .count = count,
+                             .dtype = dtype, .peer = peer, .tag = tag };
+    return submit(comm, &a, "cohort_isend", req);
+}
+
+cohort_status_t cohort_irecv(cohort_comm_t *comm, void *buf, size_t count, cohort_dtype_t dtype,
+                             int peer, int tag, cohort_request_t **req)
+{
+    cohort_coll_args_t a = { .coll = COHORT_OP_RECV, .recvbuf = buf, .count = count,
+                             .dtype = dtype, .peer = peer, .tag = tag };
+    return submit(comm, &a, "cohort_irecv", req);
 }

@@ -22,6 +22,7 @@ enum {
     R_FUSABLE = 1,    /* a non-blocking allreduce outside a group: the queue may fuse it */
     R_BLOCKING = 2,   /* a blocking call made inside a group: cohort_group_end completes it */
     R_INTERNAL = 4,   /* a fused batch's container: never seen by the application */
+    R_P2P = 8,        /* cohort_isend / cohort_irecv (and their blocking forms in a group) */
 };
 
 struct cohort_request {
@@ -32,6 +33,7 @@ struct cohort_request {
     size_t *arrays;                   /* the v-variants' counts and displacements, copied */
     const char *fn;
     cohort_engine_exec_fn exec;
+    cohort_engine_p2p_fn p2p;
     int flags;                        /* R_* */
     uint64_t number;                  /* issue number on the communicator, from 1 */
     uint64_t t_issue;                 /* R_FUSABLE: when it was issued (COHORT_CYCLE_TIME) */
@@ -258,6 +260,32 @@ static void run_fusable(cohort_engine_t *e, cohort_comm_t *comm)
     complete(e, b, st, msg);
 }
 
+#define P2P_BATCH_MAX 1024
+
+/* The head is a point-to-point message: it and those queued right behind it are posted
+ * together (a send and a receive between two ranks then never wait for each other) and waited
+ * for in order. Lock held on entry and exit. */
+static void run_p2p_batch(cohort_engine_t *e, cohort_comm_t *comm)
+{
+    cohort_request_t *rs[P2P_BATCH_MAX];
+    cohort_coll_args_t *as[P2P_BATCH_MAX];
+    int n = 0;
+    while (e->head && (e->head->flags & R_P2P) && n < P2P_BATCH_MAX) {
+        rs[n] = e->head;
+        as[n] = &e->head->a;
+        n++;
+        e->head = e->head->next;
+    }
+    if (!e->head) e->tail = NULL;
+    pthread_mutex_unlock(&e->mu);
+    cohort_status_t st = COHORT_SUCCESS;
+    int failed = rs[0]->p2p(comm, as, n, &st);
+    char msg[1024] = "";
+    if (st) snprintf(msg, sizeof msg, "%s", cohort_last_error());
+    pthread_mutex_lock(&e->mu);
+    for (int i = 0; i < n; i++) complete(e, rs[i], i < failed ? COHORT_SUCCESS : st, msg);
+}
+
 /* Runs the head of the queue (a request, a batch, or a negotiated batch); called and returns
  * with the lock held. */
 static void run_one(cohort_engine_t *e, cohort_comm_t *comm)
@@ -272,7 +300,9 @@ static void run_one(cohort_engine_t *e, cohort_comm_t *comm)
         sched_yield();
         pthread_mutex_lock(&e->mu);
     }
-    if ((r->flags & R_FUSABLE) && e->threshold) {
+    if (r->flags & R_P2P) {
+        run_p2p_batch(e, comm);
+    } else if ((r->flags & R_FUSABLE) && e->threshold) {
         run_fusable(e, comm);
     } else {
         e->head = r->next;
@@ -356,7 +386,8 @@ static cohort_status_t engine_get(cohort_comm_t *comm, cohort_engine_t **out)
 }
 
 cohort_status_t cohort_engine_submit(cohort_comm_t *comm, const cohort_coll_args_t *a,
-                                     const char *fn, cohort_engine_exec_fn exec, int blocking,
+                                     const char *fn, cohort_engine_exec_fn exec,
+                                     cohort_engine_p2p_fn p2p, int blocking,
                                      cohort_request_t **req)
 {
     cohort_engine_t *e = NULL;
@@ -377,6 +408,8 @@ cohort_status_t cohort_engine_submit(cohort_comm_t *comm, const cohort_coll_args
     r->a = *a;
     r->fn = fn;
     r->exec = exec;
+    r->p2p = p2p;
+    if (a->coll == COHORT_OP_SEND || a->coll == COHORT_OP_RECV) r->flags |= R_P2P;
     if (nv) {
         /* the application may reuse its arrays once the call returns */
         const size_t *src[4] = { a->rcounts, a->rdispls, a->scounts, a->sdispls };

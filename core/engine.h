@@ -27,11 +27,18 @@
 typedef cohort_status_t (*cohort_engine_exec_fn)(cohort_comm_t *comm, cohort_coll_args_t *a,
                                                  const char *fn);
 
+/* Runs n point-to-point messages of the application (consecutive in the queue) together:
+ * posted in order, waited for in order. Returns the index of the first that failed (n: none)
+ * with its status in *st; those after it fail the same way. */
+typedef int (*cohort_engine_p2p_fn)(cohort_comm_t *comm, cohort_coll_args_t *const *as, int n,
+                                    cohort_status_t *st);
+
 /* Queues a (validated) operation; its v-variant arrays are copied. *req receives the request.
  * Inside a group the operation is held until cohort_engine_group_end; blocking: a blocking call
  * made inside a group, which group_end completes (and frees) itself. */
 cohort_status_t cohort_engine_submit(cohort_comm_t *comm, const cohort_coll_args_t *a,
-                                     const char *fn, cohort_engine_exec_fn exec, int blocking,
+                                     const char *fn, cohort_engine_exec_fn exec,
+                                     cohort_engine_p2p_fn p2p, int blocking,
                                      cohort_request_t **req);
 /* cohort_group_start / cohort_group_end (comm checked by the caller). group_end plans the
  * group's fusion (core/fusion.h), queues it and waits for the blocking calls made inside it;

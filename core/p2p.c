@@ -109,6 +109,12 @@ cohort_status_t cohort_p2p_irecv(cohort_comm_t *comm, int peer, void *buf, size_
     return post_coll(comm, peer, buf, len, 0, req);
 }
 
+cohort_status_t cohort_p2p_post_user(cohort_comm_t *comm, int peer, void *buf, size_t len,
+                                     int is_send, int tag, cohort_preq_t *req)
+{
+    return post(comm, peer, buf, len, is_send, COHORT_P2P_USER_TAG(tag), req);
+}
+
 cohort_status_t cohort_p2p_test(cohort_comm_t *comm, cohort_preq_t *req)
 {
     if (req->done) return COHORT_SUCCESS;
@@ -130,9 +136,12 @@ cohort_status_t cohort_p2p_test(cohort_comm_t *comm, cohort_preq_t *req)
     if (!req->is_send && got != req->len) {
         comm->fail_peer = req->peer;
         return cohort_error(COHORT_ERR_MISMATCH, "rank %d received %zu bytes from rank %d (%s) "
-                            "but expected %zu in %s: the ranks called the collective with "
-                            "different counts or datatypes", comm->rank, got, req->peer,
-                            comm->peers[req->peer].host, req->len, cohort_comm_desc(comm));
+                            "but expected %zu in %s: %s", comm->rank, got, req->peer,
+                            comm->peers[req->peer].host, req->len, cohort_comm_desc(comm),
+                            comm->cur && comm->cur->coll == COHORT_OP_RECV
+                            ? "the receive's count and datatype must hold exactly what was sent"
+                            : "the ranks called the collective with different counts or "
+                              "datatypes");
     }
     return COHORT_SUCCESS;
 }

@@ -42,6 +42,12 @@ cohort_status_t cohort_p2p_isend(cohort_comm_t *comm, int peer, const void *buf,
                                  cohort_preq_t *req);
 cohort_status_t cohort_p2p_irecv(cohort_comm_t *comm, int peer, void *buf, size_t len,
                                  cohort_preq_t *req);
+/* A message of the application (cohort_send / cohort_recv): its own tag space (the top bit set,
+ * the application's tag below), no agreement token, the same in-order matching. comm->cur
+ * describes it for messages. */
+#define COHORT_P2P_USER_TAG(tag) ((1ull << 63) | (uint64_t)(uint32_t)(tag))
+cohort_status_t cohort_p2p_post_user(cohort_comm_t *comm, int peer, void *buf, size_t len,
+                                     int is_send, int tag, cohort_preq_t *req);
 /* Non-blocking check of one request: sets req->done. */
 cohort_status_t cohort_p2p_test(cohort_comm_t *comm, cohort_preq_t *req);
 /* Waits until all n requests are done (done ones are skipped). A receive that got fewer bytes

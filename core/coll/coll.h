@@ -20,7 +20,11 @@ typedef enum {
     /* the first seven are numbered as the plugin ABI's cohort_tp_coll_kind_t; these are the
      * core's alone (no transport runs them itself) */
     COHORT_COLL_ALLGATHERV, COHORT_COLL_ALLTOALLV, COHORT_COLL_GATHER, COHORT_COLL_SCATTER,
-    COHORT_COLL_COUNT
+    COHORT_COLL_COUNT,
+    /* the application's point-to-point messages (cohort_send/recv): operations of the request
+     * engine, but no collective (no algorithm, no sequence number) */
+    COHORT_OP_SEND = COHORT_COLL_COUNT, COHORT_OP_RECV,
+    COHORT_OP_KINDS
 } cohort_coll_t;
 
 typedef struct cohort_coll_args {
@@ -44,6 +48,7 @@ typedef struct cohort_coll_args {
     int fused;
     uint64_t fused_first, fused_last;
     int negotiation;
+    int peer, tag;       /* COHORT_OP_SEND / COHORT_OP_RECV */
 } cohort_coll_args_t;
 
 typedef cohort_status_t (*cohort_algo_fn)(cohort_comm_t *comm, const cohort_coll_args_t *a);

@@ -231,6 +231,26 @@ cohort_status_t cohort_iscatter(cohort_comm_t *comm, const void *sendbuf, void *
                                 size_t count, cohort_dtype_t dtype, int root,
                                 cohort_request_t **req);
 
+/* ---- Point to point ----
+ * Messages between a pair match in posting order: the n-th send from a to b is the n-th
+ * receive of b from a, and its tag (>= 0) and size must be the receive's (a different tag, or a
+ * count and dtype whose bytes differ from what was sent, is COHORT_ERR_MISMATCH naming both;
+ * there is no matching out of order by tag). As in NCCL, point-to-point calls take their place
+ * in the communicator's sequence of operations: a send and its receive must stand in the same
+ * order relative to the collectives on both ranks (collectives between them that involve both
+ * ranks must be issued on both before, or both after). Sends and receives queued one after the
+ * other are posted together; to exchange messages both ways with blocking sends, or large ones
+ * that the receiver must take before the send completes, issue them inside a group
+ * (cohort_group_start/end) or non-blocking. A message to this rank itself is refused. */
+cohort_status_t cohort_send(cohort_comm_t *comm, const void *buf, size_t count,
+                            cohort_dtype_t dtype, int peer, int tag);
+cohort_status_t cohort_recv(cohort_comm_t *comm, void *buf, size_t count,
+                            cohort_dtype_t dtype, int peer, int tag);
+cohort_status_t cohort_isend(cohort_comm_t *comm, const void *buf, size_t count,
+                             cohort_dtype_t dtype, int peer, int tag, cohort_request_t **req);
+cohort_status_t cohort_irecv(cohort_comm_t *comm, void *buf, size_t count,
+                             cohort_dtype_t dtype, int peer, int tag, cohort_request_t **req);
+
 /* ---- Completion ----
  * *done = 1 when finished: the returned status is then the operation's own and the request is
  * freed; *done = 0: returns COHORT_SUCCESS (or an error about the request itself). */

@@ -23,6 +23,17 @@ run_case "a group with one allreduce more on rank 0 (np=3): MISMATCH everywhere"
     sh -c 'out=$(COHORT_TIMEOUT=60 "$0" -np 3 "$1" --group-mismatch 2>&1) || { echo "$out"; exit 1; }
            n=$(echo "$out" | grep -c "^rank [0-2]: group of [23] allreduces: mismatch between ranks")
            [ "$n" -eq 3 ] || { echo "$out"; exit 1; }' "$COHORTRUN" "$NB"
+# point to point: a receive with another tag, or too small, is a mismatch naming both
+for tp in shm tcp; do
+    run_case "a receive with another tag (np=2, $tp): MISMATCH naming both tags" \
+        sh -c 'out=$(env COHORT_TRANSPORTS=$1 COHORT_TIMEOUT=60 "$0" -np 2 "$2" --p2p-mismatch 2>&1) || { echo "$out"; exit 1; }
+               echo "$out" | grep -q "^rank 1: wrong tag: mismatch between ranks: .*receive from rank 0 (tag 2, .*tag 9223372036854775809.*9223372036854775810" || { echo "$out"; exit 1; }' \
+        "$COHORTRUN" "$tp" "$NB"
+    run_case "a receive too small for the message (np=2, $tp): MISMATCH naming both sizes" \
+        sh -c 'out=$(env COHORT_TRANSPORTS=$1 COHORT_TIMEOUT=60 "$0" -np 2 "$2" --p2p-short 2>&1) || { echo "$out"; exit 1; }
+               echo "$out" | grep -q "^rank 1: receive too small: mismatch between ranks: .*400 bytes.*200 bytes" || { echo "$out"; exit 1; }' \
+        "$COHORTRUN" "$tp" "$NB"
+done
 
 # abort: every outstanding request fails at once (COHORT_ERR_ABORTED, or a lost peer naming a
 # peer's abort, which the job hears of)
