@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/p2p.h"
 #include "core/reduce.h"
+#include "core/timeline.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -422,13 +423,43 @@ static cohort_status_t dispatch(cohort_comm_t *comm, cohort_coll_args_t *a)
     return st;
 }
 
+/* The operation in progress on the timeline's operations track (core/timeline.h). */
+static void timeline_op(cohort_comm_t *comm, const cohort_coll_args_t *a, uint64_t t0,
+                        cohort_status_t st)
+{
+    char desc[512], name[96], args[1024];
+    cohort_timeline_escape(desc, sizeof desc, cohort_comm_desc(comm));
+    int n = comm->nranks;
+    const char *tp = n > 1 ? cohort_comm_peer_transport(comm, (comm->rank + 1) % n) : NULL;
+    if (a->coll == COHORT_OP_SEND || a->coll == COHORT_OP_RECV) {
+        snprintf(name, sizeof name, "%s rank %d", a->coll == COHORT_OP_SEND ? "send to"
+                 : "receive from", a->peer);
+        tp = cohort_comm_peer_transport(comm, a->peer);
+    } else {
+        snprintf(name, sizeof name, "%s%s #%llu", a->fused ? "fused " : "",
+                 a->negotiation ? "fusion negotiation" : cohort_coll_name(a->coll),
+                 (unsigned long long)comm->seq);
+    }
+    int len = snprintf(args, sizeof args, "\"call\":\"%s\",\"bytes\":%zu,\"algorithm\":\"%s\","
+                       "\"transport\":\"%s\",\"status\":\"%s\"", desc, a->count * a->esize,
+                       a->coll >= COHORT_COLL_COUNT ? "p2p" : atomic_load(&comm->last_algo),
+                       tp ? tp : "none", cohort_strerror(st));
+    if (a->fused && len > 0 && (size_t)len < sizeof args)
+        snprintf(args + len, sizeof args - (size_t)len, ",\"fused_requests\":%d,"
+                 "\"first_request\":%llu,\"last_request\":%llu", a->fused,
+                 (unsigned long long)a->fused_first, (unsigned long long)a->fused_last);
+    cohort_timeline_event(comm, COHORT_TL_OPS, name, t0, cohort_timeline_now(), args);
+}
+
 /* A validated collective on comm, held (or owned alone) by the caller: what the request engine
  * runs for a non-blocking call (core/engine.h). */
 static cohort_status_t execute(cohort_comm_t *comm, cohort_coll_args_t *a, const char *fn)
 {
+    uint64_t t0 = cohort_timeline_on(comm) ? cohort_timeline_now() : 0;
     cohort_status_t st = begin(comm, a, fn);
     if (st) return st;
     st = dispatch(comm, a);
+    if (t0) timeline_op(comm, a, t0, st);
     comm->cur = NULL;   /* a lives on the caller's stack or in its request */
     return st;
 }
@@ -475,9 +506,11 @@ static int run_p2p(cohort_comm_t *comm, cohort_coll_args_t *const *as, int n,
         if (*st) comm->fail_peer = a->peer;
     }
     if (*st) i = posted - 1;
+    uint64_t t0 = cohort_timeline_on(comm) ? cohort_timeline_now() : 0;
     for (; !*st && i < n; i++) {
         comm->cur = as[i];
         *st = cohort_p2p_waitall(comm, &rq[i], 1);
+        if (t0) timeline_op(comm, as[i], t0, *st);
         if (*st) break;
     }
     if (*st == COHORT_ERR_MISMATCH)
@@ -540,7 +573,9 @@ cohort_status_t cohort_comm_allgather_held(cohort_comm_t *comm, const void *send
 cohort_status_t cohort_coll_run(cohort_comm_t *comm, cohort_comm_t *sub, cohort_coll_args_t *a,
                                 const char *phase)
 {
+    uint64_t t0 = cohort_coll_now(comm);
     cohort_status_t st = run(sub, a, cohort_coll_name(a->coll));
+    if (t0) cohort_coll_phase(comm, phase, t0);
     if (st == COHORT_SUCCESS) return st;
     /* Name the parent's ranks: the sub-communicator's own numbers would mislead. */
     char who[160] = "";

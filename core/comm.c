@@ -10,6 +10,7 @@
 #include "core/netif.h"
 #include "core/log.h"
 #include "core/p2p.h"
+#include "core/timeline.h"
 #include "core/timeutil.h"
 #include "topology/node.h"
 
@@ -128,6 +129,20 @@ void *cohort_coll_scratch(cohort_comm_t *comm, int slot, size_t bytes)
 }
 
 size_t cohort_coll_chunk_size(const cohort_comm_t *comm) { return comm->chunk; }
+
+uint64_t cohort_coll_now(const cohort_comm_t *comm)
+{
+    return cohort_timeline_on(comm) ? cohort_timeline_now() : 0;
+}
+
+void cohort_coll_phase(cohort_comm_t *comm, const char *name, uint64_t t0)
+{
+    if (!cohort_timeline_on(comm)) return;
+    char args[256];
+    snprintf(args, sizeof args, "\"of\":\"%s\"", comm->cur ? cohort_coll_name(comm->cur->coll)
+                                                           : "?");
+    cohort_timeline_event(comm, COHORT_TL_PHASES, name, t0, cohort_timeline_now(), args);
+}
 const cohort_algo_spec_t *cohort_coll_algo_spec(const cohort_comm_t *comm)
 {
     return &comm->algo_spec;
@@ -867,6 +882,10 @@ out:
                        c->node_count > 1 ? "; " : "", c->node_count > 1 ? plan : "");
         }
         set_abort_line(c);
+        if ((st = cohort_timeline_attach(c))) {
+            cohort_comm_destroy(c);
+            c = NULL;
+        }
         *out = c;
     } else {
         c->magic = COHORT_COMM_MAGIC;
@@ -920,6 +939,10 @@ cohort_status_t cohort_comm_init(cohort_comm_t **comm)
             return st;
         }
         set_abort_line(c);
+        if ((st = cohort_timeline_attach(c))) {
+            free(c);
+            return st;
+        }
         *comm = c;
         return COHORT_SUCCESS;
     }
@@ -1038,6 +1061,10 @@ static cohort_status_t split_held(cohort_comm_t *comm, int color, int key, cohor
             return st;
         }
         set_abort_line(c);
+        if ((st = cohort_timeline_attach(c))) {
+            free(c);
+            return st;
+        }
         *out = c;
         return COHORT_SUCCESS;
     }
@@ -1088,6 +1115,7 @@ cohort_status_t cohort_comm_destroy(cohort_comm_t *comm)
                             "another thread; wait for it to return (cohort_comm_abort makes it "
                             "return at once), then destroy", comm->rank);
     cohort_engine_free(comm);
+    cohort_timeline_detach(comm);
     cohort_comm_destroy(comm->hier_node);
     cohort_comm_destroy(comm->hier_cross);
     /* The last collectives may have returned here before the rank before this one confirmed

@@ -88,6 +88,8 @@ struct cohort_comm {
 
     struct cohort_engine *engine;        /* the non-blocking calls' queue (core/engine.h);
                                             NULL until the first one */
+    int tl_track;                        /* COHORT_TIMELINE: its first track (core/timeline.h);
+                                            0: no timeline */
 };
 
 /* "allreduce #12 (count 1000, float32, sum, root -1)": the collective in progress, for messages. */

@@ -81,6 +81,9 @@ static const cohort_setting_t settings[] = {
       "milliseconds a queued non-blocking allreduce waits for others to fuse with before it "
       "starts (0: it starts as soon as the operations before it are done, fusing whatever queued "
       "meanwhile)", REAL(0, 10000) },
+    { "COHORT_TIMELINE", NULL,
+      "file for a Chrome trace (chrome://tracing, Perfetto) of every operation, per process; %r "
+      "becomes the rank (e.g. /tmp/timeline.%r.json)", TEXT(0) },
     { "COHORT_DEBUG", "WARN", "log level: NONE, WARN, INFO, TRACE",
       WORDS("NONE|OFF|WARN|INFO|TRACE") },
     { "COHORT_DEBUG_SUBSYS", "ALL",

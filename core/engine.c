@@ -5,6 +5,7 @@
 #include "core/config.h"
 #include "core/fusion.h"
 #include "core/log.h"
+#include "core/timeline.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -36,7 +37,7 @@ struct cohort_request {
     cohort_engine_p2p_fn p2p;
     int flags;                        /* R_* */
     uint64_t number;                  /* issue number on the communicator, from 1 */
-    uint64_t t_issue;                 /* R_FUSABLE: when it was issued (COHORT_CYCLE_TIME) */
+    uint64_t t_issue;                 /* when it was issued (COHORT_CYCLE_TIME, the timeline) */
     struct cohort_request **members;  /* R_INTERNAL: the batch, in issue order */
     int nmembers;
     int done;                         /* under the engine's lock */
@@ -81,10 +82,20 @@ static void complete(cohort_engine_t *e, cohort_request_t *r, cohort_status_t st
     cohort_request_t *one[1] = { r };
     cohort_request_t **m = r->nmembers ? r->members : one;
     int n = r->nmembers ? r->nmembers : 1;
+    uint64_t now = cohort_timeline_on(r->comm ? r->comm : m[0]->comm) ? now_ns() : 0;
     for (int i = 0; i < n; i++) {
         m[i]->st = st;
         if (st) snprintf(m[i]->msg, sizeof m[i]->msg, "%s", msg);
         m[i]->done = 1;
+        if (now) {
+            /* the request's life on the timeline, from issue to completion */
+            char name[96], args[160];
+            snprintf(name, sizeof name, "%s #%llu", m[i]->fn, (unsigned long long)m[i]->number);
+            snprintf(args, sizeof args, "\"status\":\"%s\",\"fused_with\":%d",
+                     cohort_strerror(st), n > 1 ? n - 1 : 0);
+            cohort_timeline_event(m[i]->comm, COHORT_TL_REQUESTS, name, m[i]->t_issue, now,
+                                  args);
+        }
     }
     if (r->flags & R_INTERNAL) {
         free(r->members);
@@ -421,6 +432,7 @@ cohort_status_t cohort_engine_submit(cohort_comm_t *comm, const cohort_coll_args
         r->a.sdispls = nv == 4 ? arr + 3 * (size_t)n : NULL;
     }
     if (blocking) r->flags |= R_BLOCKING;
+    if (e->cycle_ns || cohort_timeline_on(comm)) r->t_issue = now_ns();
     pthread_mutex_lock(&e->mu);
     r->number = ++e->issued;
     e->live++;
@@ -430,10 +442,7 @@ cohort_status_t cohort_engine_submit(cohort_comm_t *comm, const cohort_coll_args
         e->gtail = r;
     } else {
         cohort_fuse_item_t it = item_of(r, e->threshold);
-        if (it.fusable && e->threshold && comm->nranks > 1) {
-            r->flags |= R_FUSABLE;
-            r->t_issue = now_ns();
-        }
+        if (it.fusable && e->threshold && comm->nranks > 1) r->flags |= R_FUSABLE;
         if (e->tail) e->tail->next = r;
         else e->head = r;
         e->tail = r;

@@ -29,6 +29,7 @@ libcohort_la_SOURCES = \
 	core/api.c \
 	core/engine.c core/engine.h \
 	core/fusion.c core/fusion.h \
+	core/timeline.c core/timeline.h \
 	core/mem.c core/mem.h \
 	core/timeutil.h \
 	$(coll_sources) core/coll/transport.c

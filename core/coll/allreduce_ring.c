@@ -86,6 +86,7 @@ cohort_status_t cohort_allreduce_ring(cohort_comm_t *comm, const cohort_coll_arg
         return st;
 
     /* Reduce-scatter. */
+    uint64_t t0 = cohort_coll_now(comm);
     for (int s = 0; s < n - 1; s++) {
         int sseg = ((rank - s) % n + n) % n;
         int rseg = ((rank - s - 1) % n + n) % n;
@@ -102,6 +103,9 @@ cohort_status_t cohort_allreduce_ring(cohort_comm_t *comm, const cohort_coll_arg
     cohort_reduce_finish(recvbuf + seg_off(count, n, own) * es, seg_count(count, n, own), a->dtype,
                          a->op, n);
 
+    cohort_coll_phase(comm, "reduce-scatter", t0);
+    t0 = cohort_coll_now(comm);
+
     /* Allgather. */
     for (int t = 0; t < n - 1; t++) {
         int sseg = ((rank + 1 - t) % n + n) % n;
@@ -112,6 +116,7 @@ cohort_status_t cohort_allreduce_ring(cohort_comm_t *comm, const cohort_coll_arg
         if (st != COHORT_SUCCESS)
             goto out;
     }
+    cohort_coll_phase(comm, "allgather", t0);
 out:
     cohort_ring_fini(&c);
     return st;

@@ -83,6 +83,10 @@ int cohort_coll_hier(cohort_comm_t *comm, cohort_hier_view_t *h);
  * it involved. a->esize is set by the callee. */
 cohort_status_t cohort_coll_run(cohort_comm_t *comm, cohort_comm_t *sub, cohort_coll_args_t *a,
                                 const char *phase);
+/* A part of the collective in progress that ran from t0 (cohort_coll_now()) until now: a phase
+ * on the timeline (COHORT_TIMELINE), nothing when it is off. */
+uint64_t cohort_coll_now(const cohort_comm_t *comm);
+void cohort_coll_phase(cohort_comm_t *comm, const char *name, uint64_t t0);
 /* Pipeline chunk size in bytes (COHORT_CHUNK_SIZE). */
 size_t cohort_coll_chunk_size(const cohort_comm_t *comm);
 /* Algorithms whose scratch would otherwise grow with the message (recursive doubling's partner

@@ -41,4 +41,4 @@ check_PROGRAMS += tests/mp/nbcheck
 tests_mp_nbcheck_SOURCES = tests/mp/nbcheck.c tests/mp/elems.h
 tests_mp_nbcheck_LDADD = libcohort.la -lpthread -lm
 TESTS += tests/mp/test_nonblocking.sh
-dist_noinst_SCRIPTS += tests/mp/test_nonblocking.sh
+dist_noinst_SCRIPTS += tests/mp/test_nonblocking.sh tests/mp/timeline_check.py

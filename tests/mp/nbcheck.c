@@ -835,6 +835,9 @@ static int mode_die(void)
     cohort_request_t *reqs[N];
     cohort_status_t sts[N];
     int issued = 0;
+    /* one operation done everywhere first (the dying rank's timeline then holds an event) */
+    cohort_status_t bst = cohort_barrier(comm);
+    CHECK(bst == COHORT_SUCCESS, "barrier: %s", cohort_last_error());
     for (int i = 0; i < N; i++) {
         cohort_status_t st = cohort_iallreduce(comm, bufs[i], bufs[i], 8192, COHORT_FLOAT32,
                                                COHORT_SUM, &reqs[issued]);

@@ -18,6 +18,23 @@ run_case "non-blocking np=3, fusion batches of at most 4 KiB" \
 run_case "non-blocking np=2, fusion off" env COHORT_FUSION_THRESHOLD=0 "$COHORTRUN" -np 2 "$NB"
 run_case "non-blocking np=4 over tcp, COHORT_CYCLE_TIME=2 ms" \
     env COHORT_TRANSPORTS=tcp COHORT_CYCLE_TIME=2 "$COHORTRUN" -np 4 "$NB"
+# the timeline: strict JSON at exit, every collective and request numbered without a gap; a
+# rank that dies leaves a file that lacks only the closing ']'
+tl=$(mktemp -d)
+run_case "COHORT_TIMELINE at np=3: every operation, strict JSON" \
+    sh -c 'env COHORT_TIMELINE="$2/t.%r.json" "$0" -np 3 "$1" >"$2/out" 2>&1 || { cat "$2/out"; exit 1; }
+           python3 "$3" "$2/t.0.json" "$2/t.1.json" "$2/t.2.json"' \
+    "$COHORTRUN" "$NB" "$tl" "$top_srcdir/tests/mp/timeline_check.py"
+run_case "COHORT_TIMELINE when a rank dies: its file still loads" \
+    sh -c 'env COHORT_TIMELINE="$2/d.%r.json" COHORT_TIMEOUT=60 "$0" -np 3 "$1" --die >"$2/out" 2>&1
+           python3 "$3" --crashed "$2/d.2.json" && python3 "$3" "$2/d.0.json" "$2/d.1.json"' \
+    "$COHORTRUN" "$NB" "$tl" "$top_srcdir/tests/mp/timeline_check.py"
+run_case "COHORT_TIMELINE in a directory that does not exist: creation fails naming it" \
+    sh -c 'out=$(env COHORT_TIMELINE=/nonexistent/dir/t.json "$0" -np 2 "$1" 2>&1) && exit 1
+           echo "$out" | grep -q "COHORT_TIMELINE: cannot create ./nonexistent/dir/t.json." || { echo "$out"; exit 1; }' \
+    "$COHORTRUN" "$NB"
+rm -rf "$tl"
+
 # groups whose contents differ: a mismatch on every rank, at once
 run_case "a group with one allreduce more on rank 0 (np=3): MISMATCH everywhere" \
     sh -c 'out=$(COHORT_TIMEOUT=60 "$0" -np 3 "$1" --group-mismatch 2>&1) || { echo "$out"; exit 1; }
