@@ -47,14 +47,14 @@ const char *cohort_op_name(cohort_op_t op)
 }
 
 /* The tag: sequence number << 32 | a signature of the arguments every rank must agree on (a
- * word-wise multiply-xorshift hash: on the path of every collective, so 6 multiplies rather
+ * word-wise multiply-xorshift hash: on the path of every collective, so 7 multiplies rather
  * than a byte-wise loop). */
 uint64_t cohort_coll_tag(uint64_t seq, const cohort_coll_args_t *a)
 {
-    uint64_t v[6] = { (uint64_t)a->coll, (uint64_t)a->count, (uint64_t)a->dtype,
-                      (uint64_t)a->op, (uint64_t)(int64_t)a->root, a->vsig };
+    uint64_t v[7] = { (uint64_t)a->coll, (uint64_t)a->count, (uint64_t)a->dtype,
+                      (uint64_t)a->op, (uint64_t)(int64_t)a->root, a->vsig, (uint64_t)a->wire };
     uint64_t h = 0x9e3779b97f4a7c15ull;
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         h = (h ^ v[i]) * 0xbf58476d1ce4e5b9ull;
         h ^= h >> 31;
     }
@@ -257,6 +257,10 @@ static cohort_status_t validate(cohort_comm_t *comm, cohort_coll_args_t *a, cons
     if (d->reduces && (unsigned)a->op >= COHORT_OP_COUNT)
         return cohort_error(COHORT_ERR_INVALID_ARG, "%s: op %d is not a cohort_op_t (COHORT_SUM "
                             ".. COHORT_AVG)", fn, (int)a->op);
+    /* compression is the communicator's setting when the call is issued */
+    if (a->coll == COHORT_COLL_ALLREDUCE && a->dtype == COHORT_FLOAT32 &&
+        (a->op == COHORT_SUM || a->op == COHORT_AVG))
+        a->wire = comm->compress;
     if (d->rooted && (a->root < 0 || a->root >= comm->nranks))
         return cohort_error(COHORT_ERR_INVALID_ARG, "%s: root %d is not a rank of this "
                             "communicator (size %d)", fn, a->root, comm->nranks);
@@ -838,4 +842,16 @@ cohort_status_t cohort_irecv(cohort_comm_t *comm, void *buf, size_t count, cohor
     cohort_coll_args_t a = { .coll = COHORT_OP_RECV, .recvbuf = buf, .count = count,
                              .dtype = dtype, .peer = peer, .tag = tag };
     return submit(comm, &a, "cohort_irecv", req);
+}
+
+cohort_status_t cohort_comm_set_compression(cohort_comm_t *comm, cohort_dtype_t wire)
+{
+    cohort_status_t st = cohort_comm_check(comm, "cohort_comm_set_compression");
+    if (st) return st;
+    if (wire != COHORT_FLOAT16 && wire != COHORT_BFLOAT16 && wire != COHORT_FLOAT32)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_set_compression: wire %d (%s) "
+                            "is not COHORT_FLOAT16, COHORT_BFLOAT16 or COHORT_FLOAT32 (none)",
+                            (int)wire, cohort_dtype_name(wire));
+    comm->compress = wire == COHORT_FLOAT32 ? 0 : (int)wire;
+    return COHORT_SUCCESS;
 }

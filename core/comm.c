@@ -130,6 +130,8 @@ void *cohort_coll_scratch(cohort_comm_t *comm, int slot, size_t bytes)
 
 size_t cohort_coll_chunk_size(const cohort_comm_t *comm) { return comm->chunk; }
 
+int cohort_coll_nodes(const cohort_comm_t *comm) { return comm->node_count; }
+
 uint64_t cohort_coll_now(const cohort_comm_t *comm)
 {
     return cohort_timeline_on(comm) ? cohort_timeline_now() : 0;
@@ -181,6 +183,9 @@ static cohort_status_t read_settings(cohort_comm_t *c)
     const char *algo = cohort_config_get("COHORT_ALGO");
     if (!st && algo && *algo) st = cohort_algo_spec_parse("COHORT_ALGO", algo, &c->algo_spec);
     if (!st) st = cohort_job_hier_mode(&c->hier_mode);
+    const char *z = cohort_config_get("COHORT_COMPRESS");
+    c->compress = !z || !strcasecmp(z, "none") ? 0
+                  : !strcasecmp(z, "bf16") ? COHORT_BFLOAT16 : COHORT_FLOAT16;
     return st;
 }
 

@@ -90,6 +90,9 @@ struct cohort_comm {
                                             NULL until the first one */
     int tl_track;                        /* COHORT_TIMELINE: its first track (core/timeline.h);
                                             0: no timeline */
+    int compress;                        /* COHORT_COMPRESS / cohort_comm_set_compression: the
+                                            wire dtype of float32 SUM/AVG allreduces across
+                                            nodes (COHORT_FLOAT16, COHORT_BFLOAT16), 0: none */
 };
 
 /* "allreduce #12 (count 1000, float32, sum, root -1)": the collective in progress, for messages. */

@@ -81,6 +81,9 @@ static const cohort_setting_t settings[] = {
       "milliseconds a queued non-blocking allreduce waits for others to fuse with before it "
       "starts (0: it starts as soon as the operations before it are done, fusing whatever queued "
       "meanwhile)", REAL(0, 10000) },
+    { "COHORT_COMPRESS", "none",
+      "float32 sum/avg allreduces between ranks on different nodes travel as fp16 or bf16 "
+      "(accumulated in float32 at every step): none, fp16 or bf16", WORDS("none|fp16|bf16") },
     { "COHORT_TIMELINE", NULL,
       "file for a Chrome trace (chrome://tracing, Perfetto) of every operation, per process; %r "
       "becomes the rank (e.g. /tmp/timeline.%r.json)", TEXT(0) },

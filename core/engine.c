@@ -139,7 +139,7 @@ static cohort_status_t run_fused(cohort_engine_t *e, cohort_comm_t *comm, cohort
     }
     cohort_coll_args_t all = { .coll = COHORT_COLL_ALLREDUCE, .sendbuf = f, .recvbuf = f,
                                .count = total, .dtype = first->dtype, .op = first->op,
-                               .esize = es, .fused = b->nmembers,
+                               .esize = es, .wire = first->wire, .fused = b->nmembers,
                                .fused_first = b->members[0]->number,
                                .fused_last = b->members[b->nmembers - 1]->number };
     cohort_status_t st = b->members[0]->exec(comm, &all, "cohort_iallreduce (fused)");
@@ -155,7 +155,9 @@ static cohort_status_t run_fused(cohort_engine_t *e, cohort_comm_t *comm, cohort
 
 static cohort_fuse_item_t item_of(const cohort_request_t *r, size_t threshold)
 {
-    cohort_fuse_item_t it = { 0, (int)r->a.dtype, (int)r->a.op, r->a.count * r->a.esize };
+    /* allreduces that travel compressed and those that do not never share a batch */
+    cohort_fuse_item_t it = { 0, (int)r->a.dtype + 16 * r->a.wire, (int)r->a.op,
+                              r->a.count * r->a.esize };
     it.fusable = r->a.coll == COHORT_COLL_ALLREDUCE && r->a.count && it.bytes <= threshold;
     return it;
 }
@@ -246,7 +248,7 @@ static void run_fusable(cohort_engine_t *e, cohort_comm_t *comm)
     while (*link && got < (int)k) {
         cohort_request_t *q = *link;
         if (q->a.coll == COHORT_COLL_ALLREDUCE && q->a.dtype == h->a.dtype &&
-            q->a.op == h->a.op && (q->flags & R_FUSABLE)) {
+            q->a.op == h->a.op && q->a.wire == h->a.wire && (q->flags & R_FUSABLE)) {
             m[got++] = q;
             *link = q->next;
             if (e->tail == q) e->tail = prev;

@@ -8,6 +8,7 @@ coll_sources = \
 	core/coll/allgather_ring.c core/coll/reduce_scatter_ring.c \
 	core/coll/alltoall_pairwise.c core/coll/barrier_dissemination.c \
 	core/coll/allreduce_hier.c core/coll/broadcast_hier.c core/coll/allgather_hier.c \
+	core/coll/allreduce_compressed.c \
 	core/coll/allgatherv_ring.c core/coll/alltoallv_pairwise.c \
 	core/coll/gather_linear.c core/coll/scatter_linear.c
 

@@ -136,6 +136,36 @@ uint16_t cohort_float_to_fp16(float f) { return float_to_fp16(f); }
 float cohort_bf16_to_float(uint16_t b) { return bf16_to_float(b); }
 uint16_t cohort_float_to_bf16(float f) { return float_to_bf16(f); }
 
+/* ---- wire compression (core/coll/allreduce_compressed.c) ------------------------------------ */
+
+void cohort_wire_encode(void *dst, const float *src, size_t n, cohort_dtype_t wire)
+{
+    uint16_t *d = dst;
+    if (wire == COHORT_BFLOAT16)
+        for (size_t i = 0; i < n; i++) d[i] = float_to_bf16(src[i]);
+    else
+        for (size_t i = 0; i < n; i++) d[i] = float_to_fp16(src[i]);
+}
+
+void cohort_wire_decode(float *dst, const void *src, size_t n, cohort_dtype_t wire)
+{
+    const uint16_t *s = src;
+    if (wire == COHORT_BFLOAT16)
+        for (size_t i = 0; i < n; i++) dst[i] = bf16_to_float(s[i]);
+    else
+        for (size_t i = 0; i < n; i++) dst[i] = fp16_to_float(s[i]);
+}
+
+void cohort_wire_decode_add(float *out, const float *own, const void *src, size_t n,
+                            cohort_dtype_t wire)
+{
+    const uint16_t *s = src;
+    if (wire == COHORT_BFLOAT16)
+        for (size_t i = 0; i < n; i++) out[i] = own[i] + bf16_to_float(s[i]);
+    else
+        for (size_t i = 0; i < n; i++) out[i] = own[i] + fp16_to_float(s[i]);
+}
+
 /* ---- element operations --------------------------------------------------------------------- */
 
 /* IEEE 754-2019 minimum/maximum (see the top of the file). When a == b the bit patterns are

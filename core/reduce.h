@@ -23,4 +23,12 @@ uint16_t cohort_float_to_fp16(float f);
 float cohort_bf16_to_float(uint16_t b);
 uint16_t cohort_float_to_bf16(float f);
 
+/* Wire compression of float32 (wire: COHORT_FLOAT16 or COHORT_BFLOAT16; round to nearest
+ * even): dst[i] = encode(src[i]); dst[i] = decode(src[i]); out[i] = own[i] + decode(src[i])
+ * (out may equal own). */
+void cohort_wire_encode(void *dst, const float *src, size_t n, cohort_dtype_t wire);
+void cohort_wire_decode(float *dst, const void *src, size_t n, cohort_dtype_t wire);
+void cohort_wire_decode_add(float *out, const float *own, const void *src, size_t n,
+                            cohort_dtype_t wire);
+
 #endif

@@ -33,7 +33,8 @@ static cohort_coll_args_t args(cohort_coll_t coll, const void *s, void *r, size_
                                const cohort_coll_args_t *a, cohort_op_t op, int root)
 {
     return (cohort_coll_args_t){ .coll = coll, .sendbuf = s, .recvbuf = r, .count = count,
-                                 .dtype = a->dtype, .op = op, .root = root };
+                                 .dtype = a->dtype, .op = op, .root = root,
+                                 .wire = coll == COHORT_COLL_ALLREDUCE ? a->wire : 0 };
 }
 
 cohort_status_t cohort_allreduce_hier(cohort_comm_t *comm, const cohort_coll_args_t *a)

@@ -49,6 +49,8 @@ typedef struct cohort_coll_args {
     uint64_t fused_first, fused_last;
     int negotiation;
     int peer, tag;       /* COHORT_OP_SEND / COHORT_OP_RECV */
+    int wire;            /* a float32 SUM/AVG allreduce that travels compressed where its ranks
+                            are on several nodes: COHORT_FLOAT16 or COHORT_BFLOAT16; 0: not */
 } cohort_coll_args_t;
 
 typedef cohort_status_t (*cohort_algo_fn)(cohort_comm_t *comm, const cohort_coll_args_t *a);
@@ -67,6 +69,8 @@ void *cohort_coll_scratch(cohort_comm_t *comm, int slot, size_t bytes);
  * the rank at position pos, *pos receives this rank's position. Built from the topology (nodes
  * contiguous, then package, NUMA node and core); the identity when nothing is known. */
 const int *cohort_coll_ring(const cohort_comm_t *comm, int *pos);
+/* How many nodes the communicator's ranks sit on (core/comm.c). */
+int cohort_coll_nodes(const cohort_comm_t *comm);
 /* The hierarchy (core/comm.c), for the *_hier algorithms: 0 when the communicator has none. */
 typedef struct cohort_hier_view {
     cohort_comm_t *node;         /* this rank's node group (node ranks in rank order) */
@@ -142,6 +146,7 @@ cohort_status_t cohort_barrier_dissemination(cohort_comm_t *comm, const cohort_c
 cohort_status_t cohort_allreduce_hier(cohort_comm_t *comm, const cohort_coll_args_t *a);
 cohort_status_t cohort_broadcast_hier(cohort_comm_t *comm, const cohort_coll_args_t *a);
 cohort_status_t cohort_allgather_hier(cohort_comm_t *comm, const cohort_coll_args_t *a);
+cohort_status_t cohort_allreduce_compressed(cohort_comm_t *comm, const cohort_coll_args_t *a);
 cohort_status_t cohort_allgatherv_ring(cohort_comm_t *comm, const cohort_coll_args_t *a);
 cohort_status_t cohort_alltoallv_pairwise(cohort_comm_t *comm, const cohort_coll_args_t *a);
 cohort_status_t cohort_gather_linear(cohort_comm_t *comm, const cohort_coll_args_t *a);

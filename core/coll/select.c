@@ -12,6 +12,8 @@
  *    is 1.7x faster at 1 MiB. So rd up to RD_MAX_BYTES_2 for two ranks, RD_MAX_BYTES above.
  *  - broadcast: binomial tree (log2 n steps, whole message each) up to TREE_MAX_BYTES, pipelined
  *    chain above (time ~ S/bandwidth + (n-2) chunk latencies).
+ *  - a float32 SUM/AVG allreduce asked to travel compressed (COHORT_COMPRESS) runs
+ *    "compressed" wherever its ranks span nodes (on one node memory outruns any conversion);
  *  - the other collectives have one algorithm each (gather and scatter: linear, the root posts
  *    every receive or send at once, as Gloo does; the v-variants: ring and pairwise).
  * On a communicator with a hierarchy (several nodes, core/comm.c; COHORT_HIERARCHICAL), allreduce
@@ -67,6 +69,7 @@ static const cohort_algo_t algos[] = {
     {COHORT_COLL_ALLTOALLV, "pairwise", cohort_alltoallv_pairwise},
     {COHORT_COLL_GATHER, "linear", cohort_gather_linear},
     {COHORT_COLL_SCATTER, "linear", cohort_scatter_linear},
+    {COHORT_COLL_ALLREDUCE, "compressed", cohort_allreduce_compressed},
 };
 #define NALGOS ((int)(sizeof(algos) / sizeof(algos[0])))
 
@@ -143,6 +146,10 @@ cohort_status_t cohort_coll_select(cohort_comm_t *comm, const cohort_coll_args_t
     const char *name;
     if (hier) {
         *algo = find(a->coll, "hier");
+        return COHORT_SUCCESS;
+    }
+    if (a->coll == COHORT_COLL_ALLREDUCE && a->wire && comm && cohort_coll_nodes(comm) > 1) {
+        *algo = find(a->coll, "compressed");   /* the hierarchy's cross step lands here too */
         return COHORT_SUCCESS;
     }
     switch (a->coll) {

@@ -277,6 +277,14 @@ cohort_status_t cohort_waitall(size_t n, cohort_request_t **reqs, cohort_status_
  * turns both off. */
 cohort_status_t cohort_group_start(cohort_comm_t *comm);
 cohort_status_t cohort_group_end(cohort_comm_t *comm);
+/* Wire compression: float32 SUM and AVG allreduces issued on comm from now on travel as wire
+ * (COHORT_FLOAT16 or COHORT_BFLOAT16; COHORT_FLOAT32: uncompressed) between ranks on different
+ * nodes, accumulated in float32 at every step (the result differs from the exact sum by at
+ * most nranks x u x the sum of the absolute inputs, u = 2^-11 for fp16, 2^-8 for bf16; fp16
+ * overflows past 65504). The default is COHORT_COMPRESS. Like a collective, every rank must
+ * make the same call at the same place (a rank that differs gets COHORT_ERR_MISMATCH). On one
+ * node nothing is compressed. Not a collective itself: it sends nothing. */
+cohort_status_t cohort_comm_set_compression(cohort_comm_t *comm, cohort_dtype_t wire);
 /* Since comm's creation: *requests ran inside fused allreduces, *batches such allreduces ran. */
 cohort_status_t cohort_comm_fusion_stats(const cohort_comm_t *comm, uint64_t *requests,
                                          uint64_t *batches);

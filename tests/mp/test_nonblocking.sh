@@ -9,6 +9,12 @@ for np in 1 2 3 4 5; do
     run_case "non-blocking np=$np" "$COHORTRUN" -np "$np" "$NB"
 done
 run_case "non-blocking over tcp np=3" env COHORT_TRANSPORTS=tcp "$COHORTRUN" -np 3 "$NB"
+# ranks on nodes of their own (fakenode.sh): fp16/bf16 wire compression runs, within its bound;
+# two nodes of two ranks: hierarchical, the cross-node step compressed
+run_case "non-blocking, every rank a node of its own (compression across nodes), np=3" \
+    env FAKE_PER=1 "$COHORTRUN" -np 3 "$top_srcdir/tests/mp/fakenode.sh" "$NB"
+run_case "non-blocking, 2 nodes x 2 ranks (hierarchical), np=4" \
+    env FAKE_PER=2 "$COHORTRUN" -np 4 "$top_srcdir/tests/mp/fakenode.sh" "$NB"
 run_case "non-blocking, COHORT_PROGRESS=caller, np=3" \
     env COHORT_PROGRESS=caller "$COHORTRUN" -np 3 "$NB"
 run_case "non-blocking over tcp, COHORT_PROGRESS=caller, np=2" \

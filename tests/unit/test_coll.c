@@ -753,7 +753,7 @@ START_TEST(test_algos_table)
 {
     int na = 0;
     const cohort_algo_t *algos = cohort_algos(&na);
-    ck_assert_int_eq(na, 16);
+    ck_assert_int_eq(na, 17);
     int per_coll[COHORT_COLL_COUNT] = {0};
     for (int i = 0; i < na; i++) {
         ck_assert_ptr_nonnull(algos[i].fn);
@@ -766,7 +766,7 @@ START_TEST(test_algos_table)
     }
     for (int c = 0; c < COHORT_COLL_COUNT; c++)
         ck_assert_int_ge(per_coll[c], 1);
-    ck_assert_int_eq(per_coll[COHORT_COLL_ALLREDUCE], 3);
+    ck_assert_int_eq(per_coll[COHORT_COLL_ALLREDUCE], 4);
     ck_assert_int_eq(per_coll[COHORT_COLL_BROADCAST], 3);
     ck_assert_int_eq(per_coll[COHORT_COLL_ALLGATHER], 2);
 
