@@ -20,7 +20,7 @@
 #define SUBSYS "jobctl"
 #define CAUSE_WAIT_MS 300     /* after a failure: how long to wait for the job's first one */
 #define NOTE_WAIT_MS 1000     /* after a mismatch: how long to wait for the peer's account */
-#define MAX_NOTES 16
+#define MAX_NOTES 64
 #define LOCAL_DEFER_MS 1000   /* a timeout waiting on a rank of the same node: see below */
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;   /* the client and the state below */
@@ -38,14 +38,17 @@ typedef struct failure {
     int about;
     cohort_status_t st;
     char msg[1024];
+    uint64_t at;                      /* when this process heard of it */
 } failure_t;
 static failure_t g_fails[MAX_FAILS];
 static atomic_uint g_nfail;
 static _Atomic uint64_t g_last_drain;   /* when the channel was last read (cohort_coarse_ns) */
 static char g_sent[1024];             /* the last notice this process sent, to know its echo */
 static int g_noted;                   /* this process answered a mismatch about it */
-static struct { int rank; char text[512]; } g_notes[MAX_NOTES];
-static int g_nnotes;
+static struct { int rank; uint64_t at; char text[512]; } g_notes[MAX_NOTES];
+static int g_nnotes;                  /* notes kept (a ring of MAX_NOTES once full) */
+static unsigned g_note_next;          /* where the next one goes */
+static unsigned g_timeout_noted;      /* failures up to this one answered (a timeout census) */
 static char g_abort_frame[512];       /* ready-made notice for cohort_comm_abort */
 static ssize_t g_abort_len;
 
@@ -154,6 +157,7 @@ static void add_failure(uint64_t comm_id, cohort_status_t st, int about, const c
     f->comm_id = comm_id;
     f->st = st;
     f->about = about;
+    f->at = cohort_now_ns();
     snprintf(f->msg, sizeof f->msg, "%.1000s", text);
     atomic_store(&g_nfail, n + 1);
 }
@@ -197,6 +201,17 @@ static void drain_locked(cohort_comm_t *comm)
         if (ev.kind == COHORT_RDV_EV_NONE) break;
         if (ev.kind == COHORT_RDV_EV_FAIL) {
             add_failure(ev.comm_id, ev.status, ev.rank, ev.text);
+            /* A rank timed out: every rank that reads this while inside a wait says what it is
+             * in, so that the ranks that time out can tell which ones never joined (those
+             * cannot answer: stopped, or busy outside any cohort call). */
+            unsigned nf = atomic_load(&g_nfail);
+            if (ev.status == COHORT_ERR_TIMEOUT && comm && nf > g_timeout_noted) {
+                g_timeout_noted = nf;
+                char note[sizeof comm->desc + 32];
+                snprintf(note, sizeof note, "%s", comm->cur ? cohort_comm_desc(comm)
+                                                            : "not in a collective");
+                send_locked(COHORT_RDV_NOTE, 0, -1, COHORT_SUCCESS, note);
+            }
             if (ev.status == COHORT_ERR_MISMATCH && ev.rank == g_rank && !g_noted && comm) {
                 char note[sizeof comm->desc + 32];
                 g_noted = 1;
@@ -205,8 +220,10 @@ static void drain_locked(cohort_comm_t *comm)
                 send_locked(COHORT_RDV_NOTE, 0, -1, COHORT_SUCCESS, note);
             }
         } else if (ev.kind == COHORT_RDV_EV_NOTE) {
-            int k = g_nnotes < MAX_NOTES ? g_nnotes++ : MAX_NOTES - 1;
+            unsigned k = g_note_next++ % MAX_NOTES;
+            if (g_nnotes < MAX_NOTES) g_nnotes++;
             g_notes[k].rank = ev.rank;
+            g_notes[k].at = cohort_now_ns();
             snprintf(g_notes[k].text, sizeof g_notes[k].text, "%.500s", ev.text);
         } else if (ev.kind == COHORT_RDV_EV_SHUTDOWN) {
             atomic_store(&g_fd, -1);
@@ -287,6 +304,61 @@ static int has_note(const cohort_comm_t *comm, int rank)
     return 0;
 }
 
+/* The newest note from world rank r heard at or after t, or NULL. */
+static const char *note_since(int r, uint64_t t)
+{
+    const char *best = NULL;
+    uint64_t at = 0;
+    for (int i = 0; i < g_nnotes; i++)
+        if (g_notes[i].rank == r && g_notes[i].at >= t && g_notes[i].at >= at) {
+            best = g_notes[i].text;
+            at = g_notes[i].at;
+        }
+    return best;
+}
+
+static uint64_t g_census_since;   /* for has_all_notes (mu held) */
+
+static int has_all_notes(const cohort_comm_t *comm, int unused)
+{
+    (void)unused;
+    for (int r = 0; r < comm->nranks; r++)
+        if (r != comm->rank && !note_since(comm->world_of[r], g_census_since)) return 0;
+    return 1;
+}
+
+/* A timeout's root cause (mu held): every rank of comm was asked what it is in when the job
+ * heard of the timeout (f); those that do not answer within NOTE_WAIT_MS never joined. */
+static void census_locked(cohort_comm_t *comm, const failure_t *f, char *out, size_t len)
+{
+    g_census_since = f->at > 200000000ull ? f->at - 200000000ull : 0;   /* its notes may race */
+    wait_for(comm, NOTE_WAIT_MS, has_all_notes, 0);
+    char silent[256] = "", said[1024] = "";
+    size_t ns = 0, nsaid = 0;
+    int nsilent = 0, shown = 0;
+    for (int r = 0; r < comm->nranks; r++) {
+        if (r == comm->rank) continue;
+        const char *t = note_since(comm->world_of[r], g_census_since);
+        if (!t) {
+            nsilent++;
+            if (ns < sizeof silent - 16)
+                ns += (size_t)snprintf(silent + ns, sizeof silent - ns, "%s%d", ns ? "," : "", r);
+        } else if (shown++ < 6 && nsaid < sizeof said - 64) {
+            nsaid += (size_t)snprintf(said + nsaid, sizeof said - nsaid, "%srank %d in %.160s",
+                                      nsaid ? "; " : "", r, t);
+        }
+    }
+    if (nsilent)
+        snprintf(out, len, " [asked what they are in: rank%s %s did not answer within %d ms "
+                 "(stopped, hung, or busy outside any cohort call): %s%s%s]",
+                 nsilent > 1 ? "s" : "", silent, NOTE_WAIT_MS,
+                 nsilent > 1 ? "they never joined" : "it never joined",
+                 nsaid ? "; " : "", said);
+    else
+        snprintf(out, len, " [asked what they are in: %s%s]", said,
+                 shown > 6 ? "; ..." : "");
+}
+
 cohort_status_t cohort_jobctl_failure(cohort_comm_t *comm, cohort_status_t st, int peer)
 {
     if (st != COHORT_ERR_PEER_LOST && st != COHORT_ERR_TIMEOUT && st != COHORT_ERR_MISMATCH &&
@@ -301,7 +373,14 @@ cohort_status_t cohort_jobctl_failure(cohort_comm_t *comm, cohort_status_t st, i
     char own[2048];
     snprintf(own, sizeof own, "%s", cohort_last_error());
     if (strstr(own, " cannot complete: the ") || strstr(own, "[first failure: ")) {
-        pthread_mutex_unlock(&mu);   /* already the job's account (a sub-communicator's) */
+        /* already the job's account (another rank's, or a sub-communicator's); a timeout's
+         * still gets the census, which names the ranks that never joined */
+        const failure_t *f = failure_for(comm);
+        char census[1400] = "";
+        if (st == COHORT_ERR_TIMEOUT && f && !strstr(own, "[asked what they are in"))
+            census_locked(comm, f, census, sizeof census);
+        pthread_mutex_unlock(&mu);
+        if (census[0]) cohort_error(st, "%.1500s%s", own, census);
         return st;
     }
     int about = peer >= 0 && peer < comm->nranks ? comm->world_of[peer] : -1;
@@ -317,7 +396,7 @@ cohort_status_t cohort_jobctl_failure(cohort_comm_t *comm, cohort_status_t st, i
     }
     /* The job's account: our own notice coming back, or an earlier one (a rank lost). */
     wait_for(comm, CAUSE_WAIT_MS, has_failure, 0);
-    char extra[1600] = "";
+    char extra[3000] = "";
     const failure_t *f = failure_for(comm);
     if (f && strncmp(f->msg, g_sent, 800) != 0)
         snprintf(extra, sizeof extra, " [first failure: %s]", f->msg);
@@ -337,6 +416,10 @@ cohort_status_t cohort_jobctl_failure(cohort_comm_t *comm, cohort_status_t st, i
         if (!found)
             snprintf(extra + used, sizeof extra - used, " [rank %d did not say what it called "
                      "within %d ms: it is not inside a cohort call]", peer, NOTE_WAIT_MS);
+    }
+    if (st == COHORT_ERR_TIMEOUT && f && !strstr(own, "[asked what they are in")) {
+        size_t used = strlen(extra);
+        census_locked(comm, f, extra + used, sizeof extra - used);
     }
     /* A peer that hung up because this communicator had already failed on another rank (a
      * mismatch found there: the peer's collective ended and it closed its connections) is a

@@ -5,6 +5,8 @@
  *                                                 F.<rank> say the others are done)
  *   cohortrun -np N tests/mp/nbcheck --die        the last rank exits with requests outstanding
  *   cohortrun -np N tests/mp/nbcheck --group-mismatch  rank 0's group has one allreduce more
+ *   cohortrun -np 3 tests/mp/nbcheck --stop-at K   rank 1 stops (SIGSTOP) before its K-th
+ *                                                 allreduce: the others' timeouts name it
  *   cohortrun -np 2 tests/mp/nbcheck --p2p-mismatch | --p2p-short  a receive with another tag,
  *                                                 or too small for the message
  *   cohortrun -np N tests/mp/nbcheck --timeout F  rank 0 never joins; the others' requests time
@@ -25,6 +27,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1011,6 +1014,26 @@ static int mode_group_mismatch(void)
     return 0;
 }
 
+/* --stop-at K: rank 1 stops itself (SIGSTOP) before its K-th allreduce; the others time out
+ * (COHORT_TIMEOUT) and their errors must name rank 1 as the one that never joined. */
+static int mode_stop_at(int k)
+{
+    for (int i = 1;; i++) {
+        if (rank == 1 && i == k) {
+            fflush(stdout);
+            raise(SIGSTOP);
+        }
+        double x = 1, y = 0;
+        cohort_status_t st = cohort_allreduce(comm, &x, &y, 1, COHORT_FLOAT64, COHORT_SUM);
+        if (st) {
+            printf("rank %d: allreduce %d: %s: %s\n", rank, i, cohort_strerror(st),
+                   cohort_last_error());
+            fflush(stdout);
+            _exit(3);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     cohort_status_t st = cohort_comm_init(&comm);
@@ -1027,6 +1050,7 @@ int main(int argc, char **argv)
     if (argc > 2 && !strcmp(argv[1], "--abort")) mode_abort(argv[2]);
     else if (argc > 1 && !strcmp(argv[1], "--die")) mode_die();
     else if (argc > 1 && !strcmp(argv[1], "--group-mismatch")) mode_group_mismatch();
+    else if (argc > 2 && !strcmp(argv[1], "--stop-at")) mode_stop_at(atoi(argv[2]));
     else if (argc > 1 && !strcmp(argv[1], "--p2p-mismatch")) mode_p2p_mismatch();
     else if (argc > 1 && !strcmp(argv[1], "--p2p-short")) mode_p2p_short();
     else if (argc > 2 && !strcmp(argv[1], "--timeout")) mode_timeout(argv[2]);

@@ -90,4 +90,18 @@ run_case "the stall report names the rank that has not joined (COHORT_STALL_WARN
     grep -q "stall report: 2 of 3 ranks are stuck" "$2/stall" &&
     grep -A3 "stall report" "$2/stall" | grep -q "not in any collective.*: rank 2$"' \
     "$COHORTRUN" "$CT" "$tmp"
+# A rank stopped (SIGSTOP) before its 21st allreduce: every other rank's timeout names it as
+# the one that never joined, not only the neighbour it waited on (three runs over tcp, where a
+# neighbour's name alone came 1 time in 3, one over shm).
+for tp in tcp shm; do
+    runs="1 2 3"
+    [ "$tp" = shm ] && runs=1
+    for run in $runs; do
+        run_case "rank 1 stopped, np=3 over $tp, run $run: every timeout names rank 1" \
+            sh -c 'out=$(env COHORT_TRANSPORTS=$1 COHORT_TIMEOUT=4 "$0" -np 3 "$2" --stop-at 21 2>&1)
+                   n=$(echo "$out" | grep -c "^rank [02]: allreduce 21: timed out: .*rank 1 did not answer within .* it never joined")
+                   [ "$n" -eq 2 ] || { echo "$out"; exit 1; }' \
+            "$COHORTRUN" "$tp" "$top_builddir/tests/mp/nbcheck"
+    done
+done
 finish
