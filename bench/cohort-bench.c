@@ -117,12 +117,13 @@ typedef struct {
     int fresh;                    /* --fresh: each timed call on buffers allocated just for it */
     int nonblocking;              /* --nonblocking N: timed calls non-blocking, N in flight */
     int group;                    /* --group N: timed calls in groups of N (blocking forms) */
+    int overlap;                  /* --overlap: an allreduce in flight while the caller computes */
 } opts_t;
 
 enum {
     OPT_CHECK = 256, OPT_TRANSPORT, OPT_ALGO, OPT_JSON, OPT_CSV, OPT_LABEL, OPT_SVG, OPT_FROM,
     OPT_LABELS, OPT_TITLE, OPT_YLOG, OPT_SAME, OPT_MEM, OPT_TOUCH, OPT_FRESH,
-    OPT_NONBLOCKING, OPT_GROUP
+    OPT_NONBLOCKING, OPT_GROUP, OPT_OVERLAP
 };
 
 static void usage(FILE *f, const char *prog)
@@ -172,6 +173,12 @@ static void usage(FILE *f, const char *prog)
         "      --group N            the timed calls in groups of N (cohort_group_start/end: the\n"
         "                           allreduces of a group fused up to COHORT_FUSION_THRESHOLD),\n"
         "                           each in its own part of the buffers\n"
+        "      --overlap            instead of the table: per size, one float32 sum allreduce\n"
+        "                           (cohort_iallreduce) in flight while the caller computes (a\n"
+        "                           loop as long as the blocking allreduce takes) without\n"
+        "                           cohort_test, then cohort_wait; prints OVERLAP lines: comm,\n"
+        "                           compute and both (us, max over ranks, median of 5) and\n"
+        "                           both / max(comm, compute) (1.0: fully hidden)\n"
         "  -h, --help               this text\n"
         "Output (rank 0): nccl-tests' columns (size count type redop root, then time algbw busbw\n"
         "#wrong out of place and in place), then min/max time across ranks and the algorithm.\n"
@@ -258,6 +265,7 @@ static int parse_options(int argc, char **argv, opts_t *o)
         { "fresh", no_argument, 0, OPT_FRESH },
         { "nonblocking", required_argument, 0, OPT_NONBLOCKING },
         { "group", required_argument, 0, OPT_GROUP },
+        { "overlap", no_argument, 0, OPT_OVERLAP },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -418,6 +426,7 @@ static int parse_options(int argc, char **argv, opts_t *o)
         case OPT_SAME: o->same_buffer = 1; break;
         case OPT_TOUCH: o->touch = 1; break;
         case OPT_FRESH: o->fresh = 1; break;
+        case OPT_OVERLAP: o->overlap = 1; break;
         case OPT_NONBLOCKING:
         case OPT_GROUP:
             if (parse_long(optarg, 1, 1 << 20, &v)) {
@@ -1534,8 +1543,86 @@ static int write_csv(const bench_t *b, const meta_t *m, const char *path)
 
 /* ------------------------------------------------------------------------------------------ */
 
+/* --overlap: how much of an allreduce hides behind computation. */
+static volatile double overlap_sink;
+static void spin(long n)
+{
+    double acc = 0;
+    for (long i = 0; i < n; i++) acc += (double)i * 1e-9;
+    overlap_sink = acc;
+}
+
+static double max_all(bench_t *b, double v)
+{
+    double m = v;
+    if (cohort_allreduce(b->comm, &v, &m, 1, COHORT_FLOAT64, COHORT_MAX)) return -1;
+    return m;
+}
+
+static int cmp_d(const void *x, const void *y)
+{
+    double a = *(const double *)x, c = *(const double *)y;
+    return (a > c) - (a < c);
+}
+
+static int overlap_size(bench_t *b, size_t size)
+{
+    size_t n = size / 4;
+    if (!n) return 0;
+    float *s = (float *)(void *)b->sendbuf, *r = (float *)(void *)b->recvbuf;
+    for (size_t i = 0; i < n; i++) s[i] = 1.0f;
+    enum { REPS = 5 };
+    double comm[REPS], comp[REPS], both[REPS];
+    long per_us = 0;
+    /* the spin's rate on this rank */
+    double t0 = now_us();
+    spin(10000000);
+    double rate = 1e7 / (now_us() - t0);
+    for (int k = -1; k < REPS; k++) {   /* k = -1: warm-up */
+        if (cohort_barrier(b->comm)) return -1;
+        t0 = now_us();
+        if (cohort_allreduce(b->comm, s, r, n, COHORT_FLOAT32, COHORT_SUM)) return -1;
+        double c = max_all(b, now_us() - t0);
+        if (c < 0) return -1;
+        if (k < 0) {
+            per_us = (long)(rate * c);   /* compute as long as the blocking allreduce takes */
+            continue;
+        }
+        comm[k] = c;
+        if (cohort_barrier(b->comm)) return -1;
+        t0 = now_us();
+        spin(per_us);
+        comp[k] = max_all(b, now_us() - t0);
+        if (cohort_barrier(b->comm)) return -1;
+        cohort_request_t *q;
+        t0 = now_us();
+        if (cohort_iallreduce(b->comm, s, r, n, COHORT_FLOAT32, COHORT_SUM, &q)) return -1;
+        spin(per_us);
+        if (cohort_wait(q)) return -1;
+        both[k] = max_all(b, now_us() - t0);
+        if (comp[k] < 0 || both[k] < 0) return -1;
+    }
+    qsort(comm, REPS, sizeof *comm, cmp_d);
+    qsort(comp, REPS, sizeof *comp, cmp_d);
+    qsort(both, REPS, sizeof *both, cmp_d);
+    double a = comm[REPS / 2], c = comp[REPS / 2], t = both[REPS / 2];
+    if (b->rank == 0)
+        printf("OVERLAP,%d,%zu,comm_us=%.1f,compute_us=%.1f,both_us=%.1f,"
+               "both_over_longer=%.2f\n", b->n, n * 4, a, c, t, t / (a > c ? a : c));
+    return 0;
+}
+
 static int sweep(bench_t *b)
 {
+    if (b->o.overlap) {
+        for (size_t size = b->o.minbytes; size && size <= b->o.maxbytes; size *= 2)
+            if (overlap_size(b, size)) {
+                fprintf(stderr, "cohort-bench: rank %d: overlap run failed: %s\n", b->rank,
+                        cohort_last_error());
+                return -1;
+            }
+        return 0;
+    }
     const opts_t *o = &b->o;
     unsigned seed = 1;
     if (o->coll == C_BARRIER)

@@ -34,6 +34,9 @@ run_case "bench --nonblocking and --group, every collective, in and out of place
     "$0" -np 2 "$1" -c barrier -n 40 -w 1 --nonblocking 40 | grep -qE "^ +0 +0 +none" || exit 1
     "$0" -np 2 "$1" -b 4K -e 4K -n 500 --nonblocking 500 --mem cohort | grep -qE "^ +4096 "' \
     "$COHORTRUN" "$BENCH"
+run_case "bench --overlap prints one OVERLAP line per size" sh -c '
+    n=$("$0" -np 2 "$1" --overlap -b 64K -e 256K | grep -cE "^OVERLAP,2,(65536|131072|262144),comm_us=[0-9.]+,compute_us=[0-9.]+,both_us=[0-9.]+,both_over_longer=[0-9.]+$")
+    [ "$n" -eq 3 ]' "$COHORTRUN" "$BENCH"
 run_case "bench --nonblocking with --group, or with --fresh, is refused (exit 2)" sh -c '
     "$0" --nonblocking 4 --group 4 >"$1/nb.out" 2>&1; [ $? = 2 ] || exit 1
     "$0" --nonblocking 4 --fresh >"$1/nb.out" 2>&1; [ $? = 2 ] || exit 1
