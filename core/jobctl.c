@@ -20,6 +20,9 @@
 #define SUBSYS "jobctl"
 #define CAUSE_WAIT_MS 300     /* after a failure: how long to wait for the job's first one */
 #define NOTE_WAIT_MS 1000     /* after a mismatch: how long to wait for the peer's account */
+#define CENSUS_WAIT_MS 2000   /* after a timeout: how long to wait for every rank's answer (a
+                                 rank that waits answers within milliseconds; a loaded host's
+                                 scheduler must not make it look absent) */
 #define MAX_NOTES 64
 #define LOCAL_DEFER_MS 1000   /* a timeout waiting on a rank of the same node: see below */
 
@@ -332,7 +335,7 @@ static int has_all_notes(const cohort_comm_t *comm, int unused)
 static void census_locked(cohort_comm_t *comm, const failure_t *f, char *out, size_t len)
 {
     g_census_since = f->at > 200000000ull ? f->at - 200000000ull : 0;   /* its notes may race */
-    wait_for(comm, NOTE_WAIT_MS, has_all_notes, 0);
+    wait_for(comm, CENSUS_WAIT_MS, has_all_notes, 0);
     char silent[256] = "", said[1024] = "";
     size_t ns = 0, nsaid = 0;
     int nsilent = 0, shown = 0;
@@ -351,7 +354,7 @@ static void census_locked(cohort_comm_t *comm, const failure_t *f, char *out, si
     if (nsilent)
         snprintf(out, len, " [asked what they are in: rank%s %s did not answer within %d ms "
                  "(stopped, hung, or busy outside any cohort call): %s%s%s]",
-                 nsilent > 1 ? "s" : "", silent, NOTE_WAIT_MS,
+                 nsilent > 1 ? "s" : "", silent, CENSUS_WAIT_MS,
                  nsilent > 1 ? "they never joined" : "it never joined",
                  nsaid ? "; " : "", said);
     else
