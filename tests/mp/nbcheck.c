@@ -5,6 +5,8 @@
  *                                                 F.<rank> say the others are done)
  *   cohortrun -np N tests/mp/nbcheck --die        the last rank exits with requests outstanding
  *   cohortrun -np N tests/mp/nbcheck --group-mismatch  rank 0's group has one allreduce more
+ *   cohortrun -np N tests/mp/nbcheck --idle S      the CPU an idle process uses with its
+ *                                                 progress thread (must be next to none)
  *   cohortrun -np 3 tests/mp/nbcheck --stop-at K   rank 1 stops (SIGSTOP) before its K-th
  *                                                 allreduce: the others' timeouts name it
  *   cohortrun -np 2 tests/mp/nbcheck --p2p-mismatch | --p2p-short  a receive with another tag,
@@ -31,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1034,6 +1037,37 @@ static int mode_stop_at(int k)
     }
 }
 
+/* --idle S: after a non-blocking allreduce (the progress thread exists), the process sleeps S
+ * seconds; the CPU time it used meanwhile (getrusage) must be next to nothing: the thread waits
+ * on a condition variable, it does not poll. */
+static int mode_idle(double secs)
+{
+    double x = 1, y = 0;
+    cohort_request_t *req;
+    cohort_status_t st = cohort_iallreduce(comm, &x, &y, 1, COHORT_FLOAT64, COHORT_SUM, &req);
+    if (!st) st = cohort_wait(req);
+    CHECK(st == COHORT_SUCCESS, "iallreduce: %s", cohort_last_error());
+    struct rusage a, b;
+    getrusage(RUSAGE_SELF, &a);
+    double t0 = now_s();
+    while (now_s() - t0 < secs) {
+        struct timespec ts = { 0, 100 * 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    getrusage(RUSAGE_SELF, &b);
+    double cpu = (double)(b.ru_utime.tv_sec - a.ru_utime.tv_sec) +
+                 (double)(b.ru_stime.tv_sec - a.ru_stime.tv_sec) +
+                 (double)(b.ru_utime.tv_usec - a.ru_utime.tv_usec) * 1e-6 +
+                 (double)(b.ru_stime.tv_usec - a.ru_stime.tv_usec) * 1e-6;
+    printf("rank %d: idle %.1f s with a progress thread: %.1f ms of CPU\n", rank, secs,
+           cpu * 1e3);
+    CHECK(cpu < 0.05 * secs, "an idle process used %.3f s of CPU in %.1f s", cpu, secs);
+    st = cohort_barrier(comm);
+    CHECK(st == COHORT_SUCCESS, "barrier: %s", cohort_last_error());
+    cohort_comm_destroy(comm);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     cohort_status_t st = cohort_comm_init(&comm);
@@ -1051,6 +1085,7 @@ int main(int argc, char **argv)
     else if (argc > 1 && !strcmp(argv[1], "--die")) mode_die();
     else if (argc > 1 && !strcmp(argv[1], "--group-mismatch")) mode_group_mismatch();
     else if (argc > 2 && !strcmp(argv[1], "--stop-at")) mode_stop_at(atoi(argv[2]));
+    else if (argc > 2 && !strcmp(argv[1], "--idle")) mode_idle(atof(argv[2]));
     else if (argc > 1 && !strcmp(argv[1], "--p2p-mismatch")) mode_p2p_mismatch();
     else if (argc > 1 && !strcmp(argv[1], "--p2p-short")) mode_p2p_short();
     else if (argc > 2 && !strcmp(argv[1], "--timeout")) mode_timeout(argv[2]);

@@ -41,6 +41,11 @@ run_case "COHORT_TIMELINE in a directory that does not exist: creation fails nam
     "$COHORTRUN" "$NB"
 rm -rf "$tl"
 
+# an idle progress thread sleeps: next to no CPU while nothing is outstanding (rusage, not time)
+run_case "an idle progress thread uses no CPU (np=2, 2 s)" \
+    sh -c 'out=$("$0" -np 2 "$1" --idle 2 2>&1) || { echo "$out"; exit 1; }; echo "$out" | grep "idle"' \
+    "$COHORTRUN" "$NB"
+
 # groups whose contents differ: a mismatch on every rank, at once
 run_case "a group with one allreduce more on rank 0 (np=3): MISMATCH everywhere" \
     sh -c 'out=$(COHORT_TIMEOUT=60 "$0" -np 3 "$1" --group-mismatch 2>&1) || { echo "$out"; exit 1; }
