@@ -13,4 +13,4 @@ bench_cohort_membw_LDADD = -lpthread
 dist_noinst_SCRIPTS += bench/scaling_model.py
 
 # A performance script (root): allreduce across network namespaces over a tbf-shaped link.
-dist_noinst_SCRIPTS += bench/netns-bench.sh
+dist_noinst_SCRIPTS += bench/netns-bench.sh bench/netns-nb.sh
