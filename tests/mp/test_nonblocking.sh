@@ -13,6 +13,8 @@ run_case "non-blocking over tcp np=3" env COHORT_TRANSPORTS=tcp "$COHORTRUN" -np
 # two nodes of two ranks: hierarchical, the cross-node step compressed
 run_case "non-blocking, every rank a node of its own (compression across nodes), np=3" \
     env FAKE_PER=1 "$COHORTRUN" -np 3 "$top_srcdir/tests/mp/fakenode.sh" "$NB"
+run_case "non-blocking, every rank a node of its own, 1 KiB chunks (compressed slices), np=3" \
+    env FAKE_PER=1 COHORT_CHUNK_SIZE=1024 "$COHORTRUN" -np 3 "$top_srcdir/tests/mp/fakenode.sh" "$NB"
 run_case "non-blocking, 2 nodes x 2 ranks (hierarchical), np=4" \
     env FAKE_PER=2 "$COHORTRUN" -np 4 "$top_srcdir/tests/mp/fakenode.sh" "$NB"
 run_case "non-blocking, COHORT_PROGRESS=caller, np=3" \

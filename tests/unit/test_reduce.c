@@ -699,6 +699,54 @@ START_TEST(float_encode_sweep)
 }
 END_TEST
 
+/* The wire conversions of compression (F16C where the CPU has it) give the bits of the portable
+ * conversions for every fp16 value and for floats at and around every fp16 rounding boundary
+ * (NaN payloads aside: both give a NaN), in blocks whose lengths are not multiples of 8. */
+START_TEST(wire_matches_portable)
+{
+    enum { N = 0x7c00 * 6 + 13 };
+    float *f = malloc(N * sizeof *f), *back = malloc(N * sizeof *back);
+    float *acc = malloc(N * sizeof *acc);
+    uint16_t *h = malloc(N * sizeof *h);
+    ck_assert(f && back && acc && h);
+    size_t n = 0;
+    for (uint32_t v = 0; v < 0x7c00; v++) {
+        double mid = (ref_fp16_decode((uint16_t)v) + ref_fp16_decode((uint16_t)(v + 1))) / 2;
+        uint32_t x = fbits((float)mid);
+        for (uint32_t sgn = 0; sgn < 2; sgn++)
+            for (int d = -1; d <= 1; d++) f[n++] = bits_f((x + (uint32_t)d) | (sgn << 31));
+    }
+    for (; n < N; n++) f[n] = 65520.0f * (float)(n % 3) - 1e-8f;
+    for (int wire = 0; wire < 2; wire++) {
+        cohort_dtype_t w = wire ? COHORT_BFLOAT16 : COHORT_FLOAT16;
+        cohort_wire_encode(h, f, N, w);
+        for (size_t i = 0; i < N; i++) {
+            uint16_t want = wire ? cohort_float_to_bf16(f[i]) : cohort_float_to_fp16(f[i]);
+            ck_assert_msg(h[i] == want, "%s encode of %a: %04x, portable %04x",
+                          wire ? "bf16" : "fp16", (double)f[i], h[i], want);
+        }
+        for (size_t i = 0; i < N; i++) h[i] = (uint16_t)(i * 7919u);
+        cohort_wire_decode(back, h, N, w);
+        for (size_t i = 0; i < N; i++) acc[i] = 0.5f;
+        cohort_wire_decode_add(acc, acc, h, N, w);
+        for (size_t i = 0; i < N; i++) {
+            float want = wire ? cohort_bf16_to_float(h[i]) : cohort_fp16_to_float(h[i]);
+            if (want != want) {
+                ck_assert(back[i] != back[i]);
+                continue;
+            }
+            ck_assert_msg(fbits(back[i]) == fbits(want), "decode of %04x: %a, portable %a",
+                          h[i], (double)back[i], (double)want);
+            ck_assert_msg(fbits(acc[i]) == fbits(0.5f + want), "decode-add of %04x", h[i]);
+        }
+    }
+    free(f);
+    free(back);
+    free(acc);
+    free(h);
+}
+END_TEST
+
 START_TEST(conversion_examples)
 {
     ck_assert_uint_eq(cohort_float_to_fp16(65504.0f), 0x7bff);
@@ -747,6 +795,7 @@ static Suite *reduce_suite(void)
     tcase_add_test(conv, half_decode_exhaustive);
     tcase_add_test(conv, float_encode_sweep);
     tcase_add_test(conv, conversion_examples);
+    tcase_add_test(conv, wire_matches_portable);
     tcase_set_timeout(conv, 60);
     suite_add_tcase(s, conv);
     return s;
