@@ -25,17 +25,6 @@
 #include "core/p2p.h"
 #include "core/reduce.h"
 
-static size_t seg_count(size_t count, int n, int i)
-{
-    size_t base = count / (size_t)n, rem = count % (size_t)n;
-    return base + ((size_t)i < rem ? 1 : 0);
-}
-
-static size_t seg_off(size_t count, int n, int i)
-{
-    size_t base = count / (size_t)n, rem = count % (size_t)n;
-    return (size_t)i * base + ((size_t)i < rem ? (size_t)i : rem);
-}
 
 typedef struct wire_ctx {
     cohort_comm_t *comm;
@@ -81,10 +70,10 @@ cohort_status_t cohort_allreduce_compressed(cohort_comm_t *comm, const cohort_co
     float *recv = a->recvbuf;
     wire_ctx_t c = { .comm = comm, .right = ring[(pos + 1) % n], .left = ring[(pos + n - 1) % n],
                      .wire = (cohort_dtype_t)a->wire };
-    c.slice = cohort_coll_slice_elems(comm, 2, seg_count(count, n, 0));
+    c.slice = cohort_coll_slice_elems(comm, 2, cohort_coll_seg_count(count, n, 0));
     /* every rank runs the same number of exchanges per step (those of the largest segment), so
      * both ends of each agree even where one of their segments is shorter or empty */
-    c.nsl = (seg_count(count, n, 0) + c.slice - 1) / c.slice;
+    c.nsl = (cohort_coll_seg_count(count, n, 0) + c.slice - 1) / c.slice;
     uint16_t *o = cohort_coll_scratch(comm, 0, c.slice * 4);
     uint16_t *i = cohort_coll_scratch(comm, 1, c.slice * 4);
     if (!o || !i) return COHORT_ERR_NO_MEMORY;
@@ -97,15 +86,15 @@ cohort_status_t cohort_allreduce_compressed(cohort_comm_t *comm, const cohort_co
     uint64_t t0 = cohort_coll_now(comm);
     for (int s = 0; s < n - 1; s++) {
         int sseg = ((pos - s) % n + n) % n, rseg = ((pos - s - 1) % n + n) % n;
-        const float *src = (s == 0 ? send : recv) + seg_off(count, n, sseg);
-        if ((st = step(&c, src, seg_count(count, n, sseg), recv + seg_off(count, n, rseg),
-                       send + seg_off(count, n, rseg), seg_count(count, n, rseg))))
+        const float *src = (s == 0 ? send : recv) + cohort_coll_seg_off(count, n, sseg);
+        if ((st = step(&c, src, cohort_coll_seg_count(count, n, sseg), recv + cohort_coll_seg_off(count, n, rseg),
+                       send + cohort_coll_seg_off(count, n, rseg), cohort_coll_seg_count(count, n, rseg))))
             return st;
     }
     cohort_coll_phase(comm, "reduce-scatter (compressed)", t0);
     int mine = (pos + 1) % n;
-    float *fin = recv + seg_off(count, n, mine);
-    size_t fc = seg_count(count, n, mine);
+    float *fin = recv + cohort_coll_seg_off(count, n, mine);
+    size_t fc = cohort_coll_seg_count(count, n, mine);
     cohort_reduce_finish(fin, fc, COHORT_FLOAT32, a->op, n);
     for (size_t k = 0; k < fc; k += c.slice) {   /* the one rounding every rank sees */
         size_t l = fc - k < c.slice ? fc - k : c.slice;
@@ -115,8 +104,8 @@ cohort_status_t cohort_allreduce_compressed(cohort_comm_t *comm, const cohort_co
     t0 = cohort_coll_now(comm);
     for (int t = 0; t < n - 1; t++) {
         int sseg = ((pos + 1 - t) % n + n) % n, rseg = ((pos - t) % n + n) % n;
-        if ((st = step(&c, recv + seg_off(count, n, sseg), seg_count(count, n, sseg),
-                       recv + seg_off(count, n, rseg), NULL, seg_count(count, n, rseg))))
+        if ((st = step(&c, recv + cohort_coll_seg_off(count, n, sseg), cohort_coll_seg_count(count, n, sseg),
+                       recv + cohort_coll_seg_off(count, n, rseg), NULL, cohort_coll_seg_count(count, n, rseg))))
             return st;
     }
     cohort_coll_phase(comm, "allgather (compressed)", t0);

@@ -33,17 +33,6 @@
 #include "core/reduce.h"
 #include "core/coll/ring_step.h"
 
-static size_t seg_count(size_t count, int n, int i)
-{
-    size_t base = count / (size_t)n, rem = count % (size_t)n;
-    return base + ((size_t)i < rem ? 1 : 0);
-}
-
-static size_t seg_off(size_t count, int n, int i)
-{
-    size_t base = count / (size_t)n, rem = count % (size_t)n;
-    return (size_t)i * base + ((size_t)i < rem ? (size_t)i : rem);
-}
 
 
 /* Send slen bytes to dst and receive rlen bytes from src; empty sides are skipped. */
@@ -82,7 +71,7 @@ cohort_status_t cohort_allreduce_ring(cohort_comm_t *comm, const cohort_coll_arg
     }
 
     cohort_ring_ctx_t c;
-    if ((st = cohort_ring_init(&c, comm, a, seg_count(count, n, 0))) != COHORT_SUCCESS)
+    if ((st = cohort_ring_init(&c, comm, a, cohort_coll_seg_count(count, n, 0))) != COHORT_SUCCESS)
         return st;
 
     /* Reduce-scatter. */
@@ -90,17 +79,17 @@ cohort_status_t cohort_allreduce_ring(cohort_comm_t *comm, const cohort_coll_arg
     for (int s = 0; s < n - 1; s++) {
         int sseg = ((rank - s) % n + n) % n;
         int rseg = ((rank - s - 1) % n + n) % n;
-        size_t soff = seg_off(count, n, sseg) * es, roff = seg_off(count, n, rseg) * es;
+        size_t soff = cohort_coll_seg_off(count, n, sseg) * es, roff = cohort_coll_seg_off(count, n, rseg) * es;
         /* Step 0 sends our own data, from sendbuf; later steps forward partial results. */
         const char *src = (s == 0 ? sendbuf : recvbuf) + soff;
-        st = cohort_ring_reduce_step(&c, right, src, seg_count(count, n, sseg), left, recvbuf + roff,
-                         sendbuf + roff, seg_count(count, n, rseg));
+        st = cohort_ring_reduce_step(&c, right, src, cohort_coll_seg_count(count, n, sseg), left, recvbuf + roff,
+                         sendbuf + roff, cohort_coll_seg_count(count, n, rseg));
         if (st != COHORT_SUCCESS)
             goto out;
     }
     /* Rank owns segment rank+1 complete. */
     int own = (rank + 1) % n;
-    cohort_reduce_finish(recvbuf + seg_off(count, n, own) * es, seg_count(count, n, own), a->dtype,
+    cohort_reduce_finish(recvbuf + cohort_coll_seg_off(count, n, own) * es, cohort_coll_seg_count(count, n, own), a->dtype,
                          a->op, n);
 
     cohort_coll_phase(comm, "reduce-scatter", t0);
@@ -110,9 +99,9 @@ cohort_status_t cohort_allreduce_ring(cohort_comm_t *comm, const cohort_coll_arg
     for (int t = 0; t < n - 1; t++) {
         int sseg = ((rank + 1 - t) % n + n) % n;
         int rseg = ((rank - t) % n + n) % n;
-        st = xfer(comm, right, recvbuf + seg_off(count, n, sseg) * es,
-                  seg_count(count, n, sseg) * es, left, recvbuf + seg_off(count, n, rseg) * es,
-                  seg_count(count, n, rseg) * es);
+        st = xfer(comm, right, recvbuf + cohort_coll_seg_off(count, n, sseg) * es,
+                  cohort_coll_seg_count(count, n, sseg) * es, left, recvbuf + cohort_coll_seg_off(count, n, rseg) * es,
+                  cohort_coll_seg_count(count, n, rseg) * es);
         if (st != COHORT_SUCCESS)
             goto out;
     }

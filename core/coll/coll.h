@@ -111,6 +111,18 @@ static inline size_t cohort_coll_slice_elems(const cohort_comm_t *comm, size_t e
     if (slice == 0) slice = 1;
     return slice > count ? count : slice;
 }
+/* The ring allreduces' segments: count elements cut into n whose sizes differ by at most one
+ * (the first count % n one larger); segment i's size and offset, in elements. */
+static inline size_t cohort_coll_seg_count(size_t count, int n, int i)
+{
+    size_t base = count / (size_t)n, rem = count % (size_t)n;
+    return base + ((size_t)i < rem ? 1 : 0);
+}
+static inline size_t cohort_coll_seg_off(size_t count, int n, int i)
+{
+    size_t base = count / (size_t)n, rem = count % (size_t)n;
+    return (size_t)i * base + ((size_t)i < rem ? (size_t)i : rem);
+}
 /* Parsed COHORT_ALGO of this communicator (never NULL; may be empty). */
 const cohort_algo_spec_t *cohort_coll_algo_spec(const cohort_comm_t *comm);
 

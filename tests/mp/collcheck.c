@@ -31,19 +31,6 @@ static int rank, nranks;
 static long passed, failed;
 static int cohort_mem;   /* --mem: buffers from cohort_mem_alloc on this rank */
 
-#define CHECK(cond, ...)                                                                     \
-    do {                                                                                     \
-        if (cond) passed++;                                                                  \
-        else {                                                                               \
-            failed++;                                                                        \
-            if (failed <= 20) {                                                              \
-                fprintf(stderr, "[rank %d] FAIL %s:%d: ", rank, __FILE__, __LINE__);         \
-                fprintf(stderr, __VA_ARGS__);                                                \
-                fprintf(stderr, "\n");                                                       \
-            }                                                                                \
-        }                                                                                    \
-    } while (0)
-
 /* Buffers of the collectives: malloc, or cohort_mem_alloc with --mem. */
 static void *xalloc(size_t n)
 {

@@ -6,6 +6,7 @@
 
 #include <cohort/cohort.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -124,5 +125,20 @@ static inline int close_enough(double got, double want, cohort_dtype_t t)
                : t == COHORT_FLOAT32 ? 1e-6 : t == COHORT_FLOAT64 ? 1e-12 : 0;
     return fabs(got - want) <= tol * fabs(want) + tol;
 }
+
+/* One check: counted in the program's passed/failed, the first 20 failures printed with the
+ * program's rank. */
+#define CHECK(cond, ...)                                                                     \
+    do {                                                                                     \
+        if (cond) passed++;                                                                  \
+        else {                                                                               \
+            failed++;                                                                        \
+            if (failed <= 20) {                                                              \
+                fprintf(stderr, "[rank %d] FAIL %s:%d: ", rank, __FILE__, __LINE__);         \
+                fprintf(stderr, __VA_ARGS__);                                                \
+                fprintf(stderr, "\n");                                                       \
+            }                                                                                \
+        }                                                                                    \
+    } while (0)
 
 #endif

@@ -43,19 +43,6 @@ static int rank, nranks;
 static long passed, failed;
 static cohort_comm_t *comm;
 
-#define CHECK(cond, ...)                                                                     \
-    do {                                                                                     \
-        if (cond) passed++;                                                                  \
-        else {                                                                               \
-            failed++;                                                                        \
-            if (failed <= 20) {                                                              \
-                fprintf(stderr, "[rank %d] FAIL %s:%d: ", rank, __FILE__, __LINE__);         \
-                fprintf(stderr, __VA_ARGS__);                                                \
-                fprintf(stderr, "\n");                                                       \
-            }                                                                                \
-        }                                                                                    \
-    } while (0)
-
 static double now_s(void)
 {
     struct timespec ts;
