@@ -805,6 +805,8 @@ static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_
         for (int w = 0; w < 16; w++) ncpu += __builtin_popcountll(uni[w]);
         if (ncpu == 0) ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
         c->oversubscribed = ncpu > 0 && (sharing > ncpu || c->local_size > ncpu);
+        c->cpu_sharing = sharing > c->local_size ? sharing : c->local_size;
+        c->cpus = ncpu;
         if (!st) st = connect_all(c, boot);
         if (!st) {
             close_unused_endpoints(c);

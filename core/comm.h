@@ -56,7 +56,9 @@ struct cohort_comm {
     int hier_mode;                       /* COHORT_HIER_* */
     int hier_even;                       /* every node has the same number of ranks */
 
-    int oversubscribed;                  /* more ranks on this node than cores we may run on */
+    int oversubscribed;                  /* more ranks on this node than cores we may run on (or,
+                                            once a progress thread runs, more ranks x 2) */
+    int cpu_sharing, cpus;               /* the ranks sharing this rank's cores, and the cores */
     unsigned spin;                       /* COHORT_SPIN: fruitless polls before sleeping */
     uint64_t spin_ns;                    /* COHORT_SPIN_US: and this long, unless oversubscribed */
     double timeout_s;

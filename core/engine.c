@@ -162,7 +162,7 @@ static cohort_fuse_item_t item_of(const cohort_request_t *r, size_t threshold)
     return it;
 }
 
-#define WINDOW_MAX 4096   /* queue entries one negotiation looks at */
+#define WINDOW_MAX 256    /* queue entries one negotiation looks at (a batch of at most this many) */
 
 /* The head is a fusable allreduce: the ranks agree (an allreduce of MIN over how many of the
  * queued allreduces each could fuse with it; see docs/design.md) and run that many as one.
@@ -379,6 +379,12 @@ static cohort_status_t engine_get(cohort_comm_t *comm, cohort_engine_t **out)
     pthread_cond_init(&e->done, &ca);
     pthread_condattr_destroy(&ca);
     comm->engine = e;
+    if (!e->caller && comm->cpus > 0 && 2 * comm->cpu_sharing > comm->cpus) {
+        /* each rank now has two threads that run: one waiting (the progress thread) must not
+         * spin for COHORT_SPIN_US on a core the other (the application's) needs; its waits
+         * yield at every poll, as they do when ranks outnumber cores */
+        comm->oversubscribed = 1;
+    }
     if (!e->caller) {
         int rc = pthread_create(&e->tid, NULL, progress_thread, comm);
         if (rc) {
