@@ -11,6 +11,7 @@
 #include "core/p2p.h"
 #include "core/reduce.h"
 #include "core/timeline.h"
+#include "core/timeutil.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -474,61 +475,127 @@ static cohort_status_t run_held(cohort_comm_t *comm, cohort_coll_args_t *a, cons
     return st ? st : execute(comm, a, fn);
 }
 
-/* Point-to-point messages of the application: n of them (consecutive in the queue) posted in
- * order, then waited for in order; no sequence number (other ranks do not take part). Returns
- * the index of the first that failed (n: none), its status in *st. */
-static int run_p2p(cohort_comm_t *comm, cohort_coll_args_t *const *as, int n,
-                   cohort_status_t *st)
+/* Point-to-point messages of the application (core/engine.h): posted in queue order, the ones
+ * queued meanwhile taken and posted while waiting, each completed as it finishes; no sequence
+ * number (other ranks do not take part). COHORT_TIMEOUT bounds a stall, abort ends the wait. */
+#define P2P_MAX 1024
+static void run_p2p(cohort_engine_p2p_io_t *io)
 {
-    *st = COHORT_SUCCESS;
-    const char *fn = as[0]->coll == COHORT_OP_SEND ? "cohort_send" : "cohort_recv";
-    if (atomic_load(&comm->aborted)) {
-        *st = cohort_error(COHORT_ERR_ABORTED, "%s on rank %d: the communicator was aborted",
-                           fn, comm->rank);
-        return 0;
-    }
-    if (comm->broken) {
-        *st = cohort_error(comm->broken, "%s on rank %d: the communicator failed earlier and "
-                           "cannot be used (destroy it): %s", fn, comm->rank, comm->broken_msg);
-        return 0;
-    }
-    cohort_preq_t one, *rq = n == 1 ? &one : calloc((size_t)n, sizeof *rq);
-    if (!rq) {
-        *st = cohort_error(COHORT_ERR_NO_MEMORY, "rank %d: no memory for %d messages",
-                           comm->rank, n);
-        return 0;
-    }
-    int i = 0, posted = 0;
-    comm->fail_peer = -1;
-    for (; posted < n && !*st; posted++) {
-        const cohort_coll_args_t *a = as[posted];
-        comm->cur = a;
-        *st = cohort_p2p_post_user(comm, a->peer, a->coll == COHORT_OP_SEND
-                                   ? (void *)(uintptr_t)a->sendbuf : a->recvbuf,
-                                   a->count * a->esize, a->coll == COHORT_OP_SEND, a->tag,
-                                   &rq[posted]);
-        if (*st) comm->fail_peer = a->peer;
-    }
-    if (*st) i = posted - 1;
+    cohort_comm_t *comm = io->comm;
+    cohort_coll_args_t *as[P2P_MAX];   /* about 60 KiB of the running thread's stack */
+    cohort_preq_t rq[P2P_MAX];
+    char done[P2P_MAX];
+    memset(done, 0, sizeof done);
+    int n = 0, posted = 0, finished = 0;
+    cohort_status_t st = COHORT_SUCCESS;
+    if (atomic_load(&comm->aborted))
+        st = cohort_error(COHORT_ERR_ABORTED, "rank %d: a message on an aborted communicator",
+                          comm->rank);
+    else if (comm->broken)
+        st = cohort_error(comm->broken, "rank %d: a message on a communicator that failed "
+                          "earlier and cannot be used (destroy it): %s", comm->rank,
+                          comm->broken_msg);
     uint64_t t0 = cohort_timeline_on(comm) ? cohort_timeline_now() : 0;
-    for (; !*st && i < n; i++) {
-        comm->cur = as[i];
-        *st = cohort_p2p_waitall(comm, &rq[i], 1);
-        if (t0) timeline_op(comm, as[i], t0, *st);
-        if (*st) break;
+    cohort_pace_t pace = { 0 };
+    comm->fail_peer = -1;
+    while (!st) {
+        int progressed = 0;
+        /* take what was queued behind (the first call takes the head itself) */
+        int k = n < P2P_MAX ? io->more(io, as + n, P2P_MAX - n) : 0;
+        n += k;
+        for (; posted < n && !st; posted++) {
+            const cohort_coll_args_t *a = as[posted];
+            comm->cur = a;
+            st = cohort_p2p_post_user(comm, a->peer, a->coll == COHORT_OP_SEND
+                                      ? (void *)(uintptr_t)a->sendbuf : a->recvbuf,
+                                      a->count * a->esize, a->coll == COHORT_OP_SEND, a->tag,
+                                      &rq[posted]);
+            if (st) comm->fail_peer = a->peer;
+            progressed = 1;
+        }
+        for (int i = 0; i < posted && !st; i++) {
+            if (done[i]) continue;
+            comm->cur = as[i];
+            if ((st = cohort_p2p_test(comm, &rq[i]))) break;
+            if (!rq[i].done) continue;
+            done[i] = 1;
+            finished++;
+            progressed = 1;
+            if (t0) timeline_op(comm, as[i], t0, COHORT_SUCCESS);
+            io->done(io, i, COHORT_SUCCESS);
+        }
+        if (st) break;
+        if (finished == posted) {
+            /* all done: anything queued behind them meanwhile? */
+            k = n < P2P_MAX ? io->more(io, as + n, P2P_MAX - n) : 0;
+            if (!k) break;
+            n += k;
+            continue;
+        }
+        if (atomic_load(&comm->aborted)) {
+            st = cohort_error(COHORT_ERR_ABORTED, "rank %d: %s interrupted: the communicator "
+                              "was aborted", comm->rank, cohort_comm_desc(comm));
+            break;
+        }
+        st = cohort_p2p_pace(comm, &pace, progressed, 1);
+        for (int i = 0; i < posted; i++)
+            if (!done[i]) {
+                comm->cur = as[i];   /* what a stall or a timeout names */
+                comm->fail_peer = as[i]->peer;
+                break;
+            }
+        if (st == COHORT_ERR_TIMEOUT && !pace.job_failed)
+            st = cohort_error(COHORT_ERR_TIMEOUT, "rank %d: %s stalled for %.0f s: the peer did "
+                              "not %s it. Does it make the matching call, in the same order "
+                              "relative to the collectives? COHORT_TIMEOUT sets the limit",
+                              comm->rank, cohort_comm_desc(comm), comm->timeout_s,
+                              comm->cur->coll == COHORT_OP_SEND ? "receive" : "send");
+        if (pace.stall_warn_due) {
+            pace.stall_warn_due = 0;
+            cohort_jobctl_stalled(comm, (double)(cohort_now_ns() - pace.stalled_since) * 1e-9,
+                                  cohort_comm_desc(comm));
+        }
     }
-    if (*st == COHORT_ERR_MISMATCH)
+    if (st == COHORT_ERR_MISMATCH)
         cohort_error_prefix("rank %d: a message did not match its receive (a transport writes "
                             "the tag of cohort_send/cohort_recv as 2^63 + tag, "
                             "9223372036854775808 + tag)", comm->rank);
-    if (*st) {
-        if (*st != COHORT_ERR_ABORTED) *st = cohort_jobctl_failure(comm, *st, comm->fail_peer);
-        comm->broken = *st;
+    if (st) {
+        if (st != COHORT_ERR_ABORTED) st = cohort_jobctl_failure(comm, st, comm->fail_peer);
+        comm->broken = st;
         snprintf(comm->broken_msg, sizeof comm->broken_msg, "%s", cohort_last_error());
+        /* everything taken and not done fails with it (the communicator is broken) */
+        n += io->more(io, as + n, P2P_MAX - n);
+        for (int i = 0; i < n; i++)
+            if (!done[i]) {
+                if (t0 && i < posted) timeline_op(comm, as[i], t0, st);
+                io->done(io, i, st);
+            }
     }
     comm->cur = NULL;
-    if (rq != &one) free(rq);
-    return *st ? i : n;
+}
+
+/* The blocking forms of cohort_send/cohort_recv when nothing is queued: one message, this
+ * thread (the engine's io, with no queue behind it). */
+typedef struct p2p_one {
+    cohort_coll_args_t *a;
+    int taken;
+    cohort_status_t st;
+} p2p_one_t;
+
+static int one_more(cohort_engine_p2p_io_t *io, cohort_coll_args_t **as, int max)
+{
+    p2p_one_t *o = io->ctx;
+    if (o->taken || max < 1) return 0;
+    o->taken = 1;
+    as[0] = o->a;
+    return 1;
+}
+
+static void one_done(cohort_engine_p2p_io_t *io, int i, cohort_status_t st)
+{
+    (void)i;
+    ((p2p_one_t *)io->ctx)->st = st;
 }
 
 /* A blocking call: ordered after the non-blocking calls still outstanding on comm; inside a
@@ -540,12 +607,25 @@ static cohort_status_t run(cohort_comm_t *comm, cohort_coll_args_t *a, const cha
     if (cohort_engine_in_group(comm)) {
         cohort_request_t *req;
         if ((st = validate(comm, a, fn))) return st;
-        return cohort_engine_submit(comm, a, fn, execute, run_p2p, 1, &req);
+        return cohort_engine_submit(comm, a, fn, execute, run_p2p, COHORT_ENGINE_IN_GROUP, &req);
     }
-    cohort_engine_drain(comm);
+    if (cohort_engine_busy(comm)) {
+        /* non-blocking calls are outstanding: this one joins the queue behind them and is waited
+         * for, so that the engine can post it while earlier messages wait (a blocking send
+         * after an irecv must not wait for that receive) */
+        cohort_request_t *req;
+        if ((st = validate(comm, a, fn))) return st;
+        st = cohort_engine_submit(comm, a, fn, execute, run_p2p, COHORT_ENGINE_JOINED, &req);
+        return st ? st : cohort_wait(req);
+    }
     if ((st = cohort_comm_acquire(comm, fn))) return st;
     if (a->coll == COHORT_OP_SEND || a->coll == COHORT_OP_RECV) {
-        if (!(st = validate(comm, a, fn))) run_p2p(comm, &a, 1, &st);
+        if (!(st = validate(comm, a, fn))) {
+            p2p_one_t one = { a, 0, COHORT_SUCCESS };
+            cohort_engine_p2p_io_t io = { comm, one_more, one_done, &one };
+            run_p2p(&io);
+            st = one.st;
+        }
     } else {
         st = run_held(comm, a, fn);
     }

@@ -275,28 +275,59 @@ static void run_fusable(cohort_engine_t *e, cohort_comm_t *comm)
 
 #define P2P_BATCH_MAX 1024
 
-/* The head is a point-to-point message: it and those queued right behind it are posted
- * together (a send and a receive between two ranks then never wait for each other) and waited
- * for in order. Lock held on entry and exit. */
-static void run_p2p_batch(cohort_engine_t *e, cohort_comm_t *comm)
-{
+/* The head is a point-to-point message: the runner posts it and every message queued behind it,
+ * also those queued while it waits (p2p_more), and completes each as it finishes (p2p_done).
+ * Lock held on entry and exit. */
+typedef struct p2p_batch {
+    cohort_engine_t *e;
     cohort_request_t *rs[P2P_BATCH_MAX];
-    cohort_coll_args_t *as[P2P_BATCH_MAX];
-    int n = 0;
-    while (e->head && (e->head->flags & R_P2P) && n < P2P_BATCH_MAX) {
-        rs[n] = e->head;
-        as[n] = &e->head->a;
-        n++;
+    int n;
+} p2p_batch_t;
+
+static int p2p_more(cohort_engine_p2p_io_t *io, cohort_coll_args_t **as, int max)
+{
+    p2p_batch_t *b = io->ctx;
+    cohort_engine_t *e = b->e;
+    int k = 0;
+    pthread_mutex_lock(&e->mu);
+    while (e->head && (e->head->flags & R_P2P) && k < max && b->n < P2P_BATCH_MAX) {
+        b->rs[b->n++] = e->head;
+        as[k++] = &e->head->a;
         e->head = e->head->next;
     }
     if (!e->head) e->tail = NULL;
     pthread_mutex_unlock(&e->mu);
-    cohort_status_t st = COHORT_SUCCESS;
-    int failed = rs[0]->p2p(comm, as, n, &st);
+    return k;
+}
+
+static void p2p_done(cohort_engine_p2p_io_t *io, int i, cohort_status_t st)
+{
+    p2p_batch_t *b = io->ctx;
     char msg[1024] = "";
     if (st) snprintf(msg, sizeof msg, "%s", cohort_last_error());
+    pthread_mutex_lock(&b->e->mu);
+    complete(b->e, b->rs[i], st, msg);
+    pthread_mutex_unlock(&b->e->mu);
+}
+
+static void run_p2p_batch(cohort_engine_t *e, cohort_comm_t *comm)
+{
+    p2p_batch_t *b = calloc(1, sizeof *b);
+    if (!b) {
+        cohort_request_t *r = e->head;
+        e->head = r->next;
+        if (!e->head) e->tail = NULL;
+        complete(e, r, cohort_error(COHORT_ERR_NO_MEMORY, "rank %d: no memory to post %s",
+                                    comm->rank, r->fn), cohort_last_error());
+        return;
+    }
+    b->e = e;
+    cohort_engine_p2p_fn run = e->head->p2p;
+    pthread_mutex_unlock(&e->mu);
+    cohort_engine_p2p_io_t io = { comm, p2p_more, p2p_done, b };
+    run(&io);
     pthread_mutex_lock(&e->mu);
-    for (int i = 0; i < n; i++) complete(e, rs[i], i < failed ? COHORT_SUCCESS : st, msg);
+    free(b);
 }
 
 /* Runs the head of the queue (a request, a batch, or a negotiated batch); called and returns
@@ -333,6 +364,7 @@ static void run_one(cohort_engine_t *e, cohort_comm_t *comm)
     }
     atomic_store(&comm->busy, 0);
     e->running = 0;
+    pthread_cond_broadcast(&e->done);   /* drain waits for running too */
 }
 
 static void *progress_thread(void *arg)
@@ -439,7 +471,7 @@ cohort_status_t cohort_engine_submit(cohort_comm_t *comm, const cohort_coll_args
         r->a.scounts = nv == 4 ? arr + 2 * (size_t)n : NULL;
         r->a.sdispls = nv == 4 ? arr + 3 * (size_t)n : NULL;
     }
-    if (blocking) r->flags |= R_BLOCKING;
+    if (blocking == COHORT_ENGINE_IN_GROUP) r->flags |= R_BLOCKING;
     if (e->cycle_ns || cohort_timeline_on(comm)) r->t_issue = now_ns();
     pthread_mutex_lock(&e->mu);
     r->number = ++e->issued;
@@ -450,7 +482,9 @@ cohort_status_t cohort_engine_submit(cohort_comm_t *comm, const cohort_coll_args
         e->gtail = r;
     } else {
         cohort_fuse_item_t it = item_of(r, e->threshold);
-        if (it.fusable && e->threshold && comm->nranks > 1) r->flags |= R_FUSABLE;
+        /* a blocking call joined to the queue is never fused: it must do what it does when it
+         * runs in its caller's thread, which another rank may have done */
+        if (it.fusable && e->threshold && comm->nranks > 1 && !blocking) r->flags |= R_FUSABLE;
         if (e->tail) e->tail->next = r;
         else e->head = r;
         e->tail = r;
@@ -467,11 +501,21 @@ void cohort_engine_drain(cohort_comm_t *comm)
     cohort_engine_t *e = comm->engine;
     if (!e) return;
     pthread_mutex_lock(&e->mu);
-    while (e->pending) {
+    while (e->pending || e->running) {
         if (e->caller && !e->running && e->head) run_one(e, comm);
         else pthread_cond_wait(&e->done, &e->mu);
     }
     pthread_mutex_unlock(&e->mu);
+}
+
+int cohort_engine_busy(cohort_comm_t *comm)
+{
+    cohort_engine_t *e = comm->engine;
+    if (!e) return 0;
+    pthread_mutex_lock(&e->mu);
+    int busy = e->pending > 0 || e->running;
+    pthread_mutex_unlock(&e->mu);
+    return busy;
 }
 
 unsigned cohort_engine_live(cohort_comm_t *comm)

@@ -27,15 +27,27 @@
 typedef cohort_status_t (*cohort_engine_exec_fn)(cohort_comm_t *comm, cohort_coll_args_t *a,
                                                  const char *fn);
 
-/* Runs n point-to-point messages of the application (consecutive in the queue) together:
- * posted in order, waited for in order. Returns the index of the first that failed (n: none)
- * with its status in *st; those after it fail the same way. */
-typedef int (*cohort_engine_p2p_fn)(cohort_comm_t *comm, cohort_coll_args_t *const *as, int n,
-                                    cohort_status_t *st);
+/* Point-to-point messages of the application run by the engine (core/api.c): the runner posts
+ * the messages at the head of the queue in order, and while it waits for them it takes the
+ * messages queued behind them meanwhile (more) and posts them too, so that a receive never
+ * holds back a send issued after it; done(i) completes message i (in any order; with an error,
+ * cohort_last_error() holds its message). It returns once every message it took is done. */
+typedef struct cohort_engine_p2p_io {
+    cohort_comm_t *comm;
+    /* up to max more messages from the queue's head (0: none there now) */
+    int (*more)(struct cohort_engine_p2p_io *io, cohort_coll_args_t **as, int max);
+    void (*done)(struct cohort_engine_p2p_io *io, int i, cohort_status_t st);
+    void *ctx;
+} cohort_engine_p2p_io_t;
+typedef void (*cohort_engine_p2p_fn)(cohort_engine_p2p_io_t *io);
 
 /* Queues a (validated) operation; its v-variant arrays are copied. *req receives the request.
- * Inside a group the operation is held until cohort_engine_group_end; blocking: a blocking call
- * made inside a group, which group_end completes (and frees) itself. */
+ * Inside a group the operation is held until cohort_engine_group_end. blocking: 0 for a
+ * non-blocking call; COHORT_ENGINE_IN_GROUP for a blocking call made inside a group, which
+ * group_end completes (and frees) itself; COHORT_ENGINE_JOINED for a blocking call queued behind
+ * outstanding ones, which its caller waits for (never fused: it must do what it does when it
+ * runs in the caller's thread). */
+enum { COHORT_ENGINE_IN_GROUP = 1, COHORT_ENGINE_JOINED = 2 };
 cohort_status_t cohort_engine_submit(cohort_comm_t *comm, const cohort_coll_args_t *a,
                                      const char *fn, cohort_engine_exec_fn exec,
                                      cohort_engine_p2p_fn p2p, int blocking,
@@ -51,6 +63,9 @@ void cohort_engine_stats(cohort_comm_t *comm, uint64_t *requests, uint64_t *batc
 /* Returns once nothing is queued or running on comm (running what is queued in caller mode).
  * Cheap when comm never issued a non-blocking call. */
 void cohort_engine_drain(cohort_comm_t *comm);
+/* 1 while operations are queued or running on comm (0 without an engine): a blocking call then
+ * joins the queue instead of running in its caller's thread. */
+int cohort_engine_busy(cohort_comm_t *comm);
 /* Requests issued on comm and not yet completed by test/wait (0 without an engine). */
 unsigned cohort_engine_live(cohort_comm_t *comm);
 /* Stops the progress thread and frees the engine (cohort_comm_destroy, once live is 0). */

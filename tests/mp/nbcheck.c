@@ -676,6 +676,29 @@ static void test_p2p(unsigned *seed)
         free(out);
         free(in);
     }
+    /* a receive issued first, its send a while later (the engine has taken the receive alone by
+     * then), the send blocking: the receive must not hold the send back, in either order of
+     * the ranks' progress */
+    {
+        size_t n = (1u << 20) + 5;
+        float *out = xmalloc(n * 4), *in = xmalloc(n * 4);
+        for (size_t i = 0; i < n; i++) {
+            out[i] = (float)(rank * 7 + (int)(i % 101));
+            in[i] = -1;
+        }
+        cohort_request_t *rr;
+        cohort_status_t st = cohort_irecv(comm, in, n, COHORT_FLOAT32, left, 9, &rr);
+        struct timespec ts = { 0, 20 * 1000000 };
+        nanosleep(&ts, NULL);
+        if (!st) st = cohort_send(comm, out, n, COHORT_FLOAT32, right, 9);
+        cohort_status_t w = st ? st : cohort_wait(rr);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++) bad += in[i] != (float)(left * 7 + (int)(i % 101));
+        CHECK(!st && !w && bad == 0, "irecv, then a blocking send (4 MiB): %s, %zu wrong",
+              cohort_last_error(), bad);
+        free(out);
+        free(in);
+    }
     /* tagged messages, several per pair, non-blocking, between collectives */
     enum { T = 6 };
     int64_t *sbuf[T], *rbuf[T];
