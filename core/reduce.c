@@ -144,6 +144,7 @@ uint16_t cohort_float_to_bf16(float f) { return float_to_bf16(f); }
  * measured), too slow for a wire that should halve a 64 MiB allreduce's time. NaN payloads may
  * differ in their low bits between the two; every rank of one machine takes the same path. */
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define HAVE_F16C_PATH 1
 __attribute__((target("f16c,avx"))) static void f16c_encode(uint16_t *d, const float *s, size_t n)
@@ -167,13 +168,22 @@ __attribute__((target("f16c,avx"))) static void f16c_decode_add(float *out, cons
     for (; i < n; i++) out[i] = own ? own[i] + fp16_to_float(s[i]) : fp16_to_float(s[i]);
 }
 
+/* CPUID leaf 1: F16C (ECX bit 29) and AVX (bit 28) with the OS saving the YMM state (OSXSAVE,
+ * bit 27, and XCR0's bits 1-2). Asked through cpuid.h: clang's __builtin_cpu_supports knows no
+ * "f16c". */
 static int have_f16c(void)
 {
     static int known = -1;   /* racy but idempotent: every thread computes the same value */
     int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
     if (v < 0) {
-        __builtin_cpu_init();
-        v = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+        unsigned a, b, c, d;
+        v = 0;
+        if (__get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) && (c & (1u << 28)) &&
+            (c & (1u << 27))) {
+            unsigned lo, hi;
+            __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+            v = (lo & 6u) == 6u;
+        }
         __atomic_store_n(&known, v, __ATOMIC_RELAXED);
     }
     return v;
