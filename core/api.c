@@ -401,22 +401,22 @@ static cohort_status_t dispatch(cohort_comm_t *comm, cohort_coll_args_t *a)
 {
     /* alltoallv: count is 0 (no rank knows the others' counts); it always runs */
     if (a->coll != COHORT_COLL_BARRIER && a->coll != COHORT_COLL_ALLTOALLV && a->count == 0) {
-        comm->last_algo = "none";
+        atomic_store_explicit(&comm->last_algo, "none", memory_order_relaxed);
         return COHORT_SUCCESS;
     }
     if (comm->nranks == 1) {
-        comm->last_algo = "local";
+        atomic_store_explicit(&comm->last_algo, "local", memory_order_relaxed);
         return single_rank(a);
     }
     cohort_status_t st;
     const char *tp = cohort_coll_transport_name(comm, a);
     if (tp) {
-        comm->last_algo = tp;
+        atomic_store_explicit(&comm->last_algo, tp, memory_order_relaxed);
         st = cohort_coll_transport(comm, a);
     } else {
         const cohort_algo_t *algo;
         if ((st = cohort_coll_select(comm, a, &algo))) return st;
-        comm->last_algo = algo->name;
+        atomic_store_explicit(&comm->last_algo, algo->name, memory_order_relaxed);
         st = algo->fn(comm, a);
     }
     if (!st) st = cohort_p2p_coll_done(comm);
@@ -447,7 +447,7 @@ static void timeline_op(cohort_comm_t *comm, const cohort_coll_args_t *a, uint64
     }
     int len = snprintf(args, sizeof args, "\"call\":\"%s\",\"bytes\":%zu,\"algorithm\":\"%s\","
                        "\"transport\":\"%s\",\"status\":\"%s\"", desc, a->count * a->esize,
-                       a->coll >= COHORT_COLL_COUNT ? "p2p" : atomic_load(&comm->last_algo),
+                       a->coll >= COHORT_COLL_COUNT ? "p2p" : atomic_load_explicit(&comm->last_algo, memory_order_relaxed),
                        tp ? tp : "none", cohort_strerror(st));
     if (a->fused && len > 0 && (size_t)len < sizeof args)
         snprintf(args + len, sizeof args - (size_t)len, ",\"fused_requests\":%d,"
@@ -460,7 +460,7 @@ static void timeline_op(cohort_comm_t *comm, const cohort_coll_args_t *a, uint64
  * runs for a non-blocking call (core/engine.h). */
 static cohort_status_t execute(cohort_comm_t *comm, cohort_coll_args_t *a, const char *fn)
 {
-    uint64_t t0 = cohort_timeline_on(comm) ? cohort_timeline_now() : 0;
+    uint64_t t0 = comm->tl_track > 0 ? cohort_timeline_now() : 0;   /* cohort_timeline_on */
     cohort_status_t st = begin(comm, a, fn);
     if (st) return st;
     st = dispatch(comm, a);
@@ -604,12 +604,12 @@ static cohort_status_t run(cohort_comm_t *comm, cohort_coll_args_t *a, const cha
 {
     cohort_status_t st = cohort_comm_check(comm, fn);
     if (st) return st;
-    if (cohort_engine_in_group(comm)) {
+    if (comm->engine && cohort_engine_in_group(comm)) {   /* one test when never used */
         cohort_request_t *req;
         if ((st = validate(comm, a, fn))) return st;
         return cohort_engine_submit(comm, a, fn, execute, run_p2p, COHORT_ENGINE_IN_GROUP, &req);
     }
-    if (cohort_engine_busy(comm)) {
+    if (comm->engine && cohort_engine_busy(comm)) {
         /* non-blocking calls are outstanding: this one joins the queue behind them and is waited
          * for, so that the engine can post it while earlier messages wait (a blocking send
          * after an irecv must not wait for that receive) */

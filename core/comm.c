@@ -1208,7 +1208,8 @@ int cohort_comm_node_count(const cohort_comm_t *comm)
 const char *cohort_comm_last_algo(const cohort_comm_t *comm)
 {
     if (!query(comm, "cohort_comm_last_algo")) return "none";
-    const char *algo = atomic_load(&((cohort_comm_t *)comm)->last_algo);
+    const char *algo = atomic_load_explicit(&((cohort_comm_t *)comm)->last_algo,
+                                            memory_order_relaxed);
     return algo ? algo : "none";
 }
 

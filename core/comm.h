@@ -31,7 +31,8 @@ struct cohort_comm {
     uint64_t tag;
     const struct cohort_coll_args *cur;  /* arguments of the collective in progress */
     char desc[192];                      /* formatted from cur on demand (error paths only) */
-    _Atomic(const char *) last_algo;     /* written by whichever thread runs the collective */
+    _Atomic(const char *) last_algo;     /* written by whichever thread runs the collective
+                                            (relaxed: it points to a constant string) */
 
     cohort_plugin_t *const *plugins;    /* the process-wide set (a reference is held) */
     int nplugins;
