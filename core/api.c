@@ -94,7 +94,7 @@ static int mapped_end(const void *p, size_t len)
     return mincore((void *)last, 1, &vec) == 0 || errno != ENOMEM;
 }
 
-/* What each collective's arguments are: begin()'s checks and cohort_comm_desc read this table
+/* What each collective's arguments are: validate() and cohort_comm_desc read this table
  * instead of chains of conditions. The v-variants have their own checks (check_v). */
 enum { IP_NONE, IP_SAME, IP_SEND_IN_RECV, IP_RECV_IN_SEND };
 typedef struct coll_desc {
