@@ -238,10 +238,11 @@ cohort_status_t cohort_iscatter(cohort_comm_t *comm, const void *sendbuf, void *
  * there is no matching out of order by tag). As in NCCL, point-to-point calls take their place
  * in the communicator's sequence of operations: a send and its receive must stand in the same
  * order relative to the collectives on both ranks (collectives between them that involve both
- * ranks must be issued on both before, or both after). Sends and receives queued one after the
- * other are posted together; to exchange messages both ways with blocking sends, or large ones
- * that the receiver must take before the send completes, issue them inside a group
- * (cohort_group_start/end) or non-blocking. A message to this rank itself is refused. */
+ * ranks must be issued on both before, or both after). Messages do not wait for each other: a
+ * receive still waiting does not hold back a send issued after it (non-blocking, or blocking).
+ * Two blocking sends that each wait for the other's receive (both ranks send first) can still
+ * wait for each other, as in MPI: exchange with a group (cohort_group_start/end) or with
+ * non-blocking calls. A message to this rank itself is refused. */
 cohort_status_t cohort_send(cohort_comm_t *comm, const void *buf, size_t count,
                             cohort_dtype_t dtype, int peer, int tag);
 cohort_status_t cohort_recv(cohort_comm_t *comm, void *buf, size_t count,
