@@ -622,27 +622,25 @@ cohort_status_t cohort_engine_group_end(cohort_comm_t *comm)
         entries[i] = b;
     }
     pthread_mutex_lock(&e->mu);
+    cohort_status_t first = COHORT_SUCCESS;
+    char msg[1024] = "", one[1024];
     if (st) {
         /* nothing was sent: every member fails with this error (on this rank only: the others
-         * wait for it until COHORT_TIMEOUT) */
+         * wait for it until COHORT_TIMEOUT); the blocking ones are this call's to free, the
+         * others complete through their requests */
         for (i = 0; entries && i < n; i++)
             if (entries[i]) {
                 free(entries[i]->members);
                 free(entries[i]);
             }
-        for (cohort_request_t *q = e->ghead; q; q = q->next) {
+        for (cohort_request_t *q = e->ghead, *next; q; q = next) {
+            next = q->next;
             q->st = st;
             snprintf(q->msg, sizeof q->msg, "%s", cohort_last_error());
             q->done = 1;
+            if (q->flags & R_BLOCKING) finish(e, q, NULL, 0);
         }
         e->ghead = e->gtail = NULL;
-        pthread_mutex_unlock(&e->mu);
-        free(list);
-        free(items);
-        free(leader);
-        free(size);
-        free(entries);
-        return st;   /* the blocking members are the caller's: test/wait cannot reach them */
     } else {
         e->ghead = e->gtail = NULL;
         for (i = 0; i < n; i++) {
@@ -660,17 +658,15 @@ cohort_status_t cohort_engine_group_end(cohort_comm_t *comm)
             e->pending++;
         }
         pthread_cond_signal(&e->work);
-    }
-    /* the blocking calls made in the group complete here; the first failure is returned */
-    cohort_status_t first = COHORT_SUCCESS;
-    char msg[1024] = "", one[1024];
-    for (i = 0; list && i < n; i++) {
-        if (!(list[i]->flags & R_BLOCKING)) continue;
-        wait_done(e, list[i]);
-        cohort_status_t s = finish(e, list[i], one, sizeof one);
-        if (s && !first) {
-            first = s;
-            snprintf(msg, sizeof msg, "%s", one);
+        /* the blocking calls made in the group complete here; the first failure is returned */
+        for (i = 0; i < n; i++) {
+            if (!(list[i]->flags & R_BLOCKING)) continue;
+            wait_done(e, list[i]);
+            cohort_status_t s = finish(e, list[i], one, sizeof one);
+            if (s && !first) {
+                first = s;
+                snprintf(msg, sizeof msg, "%s", one);
+            }
         }
     }
     pthread_mutex_unlock(&e->mu);
