@@ -450,9 +450,14 @@ static void timeline_op(cohort_comm_t *comm, const cohort_coll_args_t *a, uint64
                        a->coll >= COHORT_COLL_COUNT ? "p2p" : atomic_load_explicit(&comm->last_algo, memory_order_relaxed),
                        tp ? tp : "none", cohort_strerror(st));
     if (a->fused && len > 0 && (size_t)len < sizeof args)
-        snprintf(args + len, sizeof args - (size_t)len, ",\"fused_requests\":%d,"
-                 "\"first_request\":%llu,\"last_request\":%llu", a->fused,
-                 (unsigned long long)a->fused_first, (unsigned long long)a->fused_last);
+        len += snprintf(args + len, sizeof args - (size_t)len, ",\"fused_requests\":%d,"
+                        "\"first_request\":%llu,\"last_request\":%llu", a->fused,
+                        (unsigned long long)a->fused_first, (unsigned long long)a->fused_last);
+    if (a->name && len > 0 && (size_t)len < sizeof args) {
+        char esc[2 * COHORT_NAME_MAX];
+        cohort_timeline_escape(esc, sizeof esc, a->name);
+        snprintf(args + len, sizeof args - (size_t)len, ",\"name\":\"%s\"", esc);
+    }
     cohort_timeline_event(comm, COHORT_TL_OPS, name, t0, cohort_timeline_now(), args);
 }
 
@@ -545,11 +550,12 @@ static void run_p2p(cohort_engine_p2p_io_t *io)
                 break;
             }
         if (st == COHORT_ERR_TIMEOUT && !pace.job_failed)
-            st = cohort_error(COHORT_ERR_TIMEOUT, "rank %d: %s stalled for %.0f s: the peer did "
+            st = cohort_error(COHORT_ERR_TIMEOUT, "rank %d: %s stalled for %g s: the peer did "
                               "not %s it. Does it make the matching call, in the same order "
-                              "relative to the collectives? COHORT_TIMEOUT sets the limit",
+                              "relative to the collectives? %s sets the limit",
                               comm->rank, cohort_comm_desc(comm), comm->timeout_s,
-                              comm->cur->coll == COHORT_OP_SEND ? "receive" : "send");
+                              comm->cur->coll == COHORT_OP_SEND ? "receive" : "send",
+                              cohort_comm_timeout_source(comm));
         if (pace.stall_warn_due) {
             pace.stall_warn_due = 0;
             cohort_jobctl_stalled(comm, (double)(cohort_now_ns() - pace.stalled_since) * 1e-9,
@@ -598,12 +604,22 @@ static void one_done(cohort_engine_p2p_io_t *io, int i, cohort_status_t st)
     ((p2p_one_t *)io->ctx)->st = st;
 }
 
+/* The name cohort_comm_name_next gave the call being issued (it is used once). */
+static void take_name(cohort_comm_t *comm, cohort_coll_args_t *a, char name[COHORT_NAME_MAX])
+{
+    memcpy(name, comm->next_name, COHORT_NAME_MAX);
+    comm->next_name[0] = '\0';
+    a->name = name;
+}
+
 /* A blocking call: ordered after the non-blocking calls still outstanding on comm; inside a
  * group, held until cohort_group_end (and returns at once). */
 static cohort_status_t run(cohort_comm_t *comm, cohort_coll_args_t *a, const char *fn)
 {
     cohort_status_t st = cohort_comm_check(comm, fn);
     if (st) return st;
+    char name[COHORT_NAME_MAX];
+    if (comm->next_name[0]) take_name(comm, a, name);
     if (comm->engine && cohort_engine_in_group(comm)) {   /* one test when never used */
         cohort_request_t *req;
         if ((st = validate(comm, a, fn))) return st;
@@ -642,6 +658,8 @@ static cohort_status_t submit(cohort_comm_t *comm, cohort_coll_args_t *a, const 
     if (st) return st;
     if (!req) return cohort_error(COHORT_ERR_INVALID_ARG, "%s: req is NULL", fn);
     if ((st = validate(comm, a, fn))) return st;
+    char name[COHORT_NAME_MAX];
+    if (comm->next_name[0]) take_name(comm, a, name);
     return cohort_engine_submit(comm, a, fn, execute, run_p2p, 0, req);
 }
 
@@ -933,5 +951,22 @@ cohort_status_t cohort_comm_set_compression(cohort_comm_t *comm, cohort_dtype_t 
                             "is not COHORT_FLOAT16, COHORT_BFLOAT16 or COHORT_FLOAT32 (none)",
                             (int)wire, cohort_dtype_name(wire));
     comm->compress = wire == COHORT_FLOAT32 ? 0 : (int)wire;
+    return COHORT_SUCCESS;
+}
+
+cohort_status_t cohort_comm_name_next(cohort_comm_t *comm, const char *name)
+{
+    cohort_status_t st = cohort_comm_check(comm, "cohort_comm_name_next");
+    if (st) return st;
+    if (!name) {
+        comm->next_name[0] = '\0';
+        return COHORT_SUCCESS;
+    }
+    size_t len = strnlen(name, COHORT_NAME_MAX);
+    if (len == COHORT_NAME_MAX)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_name_next: the name \"%.40s...\" "
+                            "is %d bytes or longer; names hold at most %d", name,
+                            COHORT_NAME_MAX, COHORT_NAME_MAX - 1);
+    memcpy(comm->next_name, name, len + 1);
     return COHORT_SUCCESS;
 }

@@ -162,7 +162,9 @@ static void set_abort_line(cohort_comm_t *c)
                  (unsigned long long)c->comm_id, c->nranks);
 }
 
-static cohort_status_t read_settings(cohort_comm_t *c)
+/* timeout_s > 0: this communicator's timeout instead of COHORT_TIMEOUT (given at creation, or
+ * inherited by a split). */
+static cohort_status_t read_settings(cohort_comm_t *c, double timeout_s)
 {
     c->coll_plugin = -1;
     c->ring_pos = -1;
@@ -171,6 +173,10 @@ static cohort_status_t read_settings(cohort_comm_t *c)
     /* every setting, including those only transports read: a bad one fails here */
     cohort_status_t st = cohort_config_check();
     if (!st) st = cohort_config_table_double("COHORT_TIMEOUT", &c->timeout_s);
+    if (timeout_s > 0) {
+        c->timeout_s = timeout_s;
+        c->timeout_given = 1;
+    }
     if (!st) st = cohort_config_table_long("COHORT_CHUNK_SIZE", &chunk);
     if (!st) st = cohort_config_table_long("COHORT_SPIN", &spin);
     if (!st) st = cohort_config_table_long("COHORT_SPIN_US", &spin_us);
@@ -426,10 +432,10 @@ static cohort_status_t connect_all(cohort_comm_t *c, cohort_bootstrap_t *boot)
                     used += (size_t)snprintf(who + used, sizeof who - used, " %d(%s)", p,
                                              peer->host);
             }
-            return cohort_error(COHORT_ERR_TIMEOUT, "rank %d could not connect within %.0f s "
+            return cohort_error(COHORT_ERR_TIMEOUT, "rank %d could not connect within %g s "
                                 "to ranks:%s. A firewall, or an interface the peers cannot "
-                                "reach? Set COHORT_SOCKET_IFNAME; COHORT_TIMEOUT sets the wait",
-                                c->rank, c->timeout_s, who);
+                                "reach? Set COHORT_SOCKET_IFNAME; %s sets the wait",
+                                c->rank, c->timeout_s, who, cohort_comm_timeout_source(c));
         }
         if (++spins > 16) {
             cohort_p2p_idle(c, 5);
@@ -624,8 +630,14 @@ static void hier_setup(cohort_comm_t *c, char *plan, size_t planlen)
 
 /* After a local failure, still takes part in the remaining exchange rounds so that the other
  * ranks learn about it instead of waiting. */
+const char *cohort_comm_timeout_source(const cohort_comm_t *comm)
+{
+    return comm->timeout_given ? "the timeout the communicator was created with (its framework's "
+                                 "timeout)" : "COHORT_TIMEOUT";
+}
+
 static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_t comm_id,
-                                   int64_t key, int world, cohort_comm_t **out)
+                                   int64_t key, int world, double timeout_s, cohort_comm_t **out)
 {
     *out = NULL;
     int nboot = boot->nranks, me = boot->rank, n = 0;
@@ -648,7 +660,7 @@ static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_
 
     /* Round 1: who is in which communicator, with which key. Our rank in the new communicator
      * is only known after it, and endpoints need it: they are opened for round 2. */
-    if (member) st = read_settings(c);
+    if (member) st = read_settings(c, timeout_s);
     fill_card(mine, c, member, key, !st);
     mine->world_rank = boot->world_rank;
     if (st) {
@@ -941,7 +953,7 @@ cohort_status_t cohort_comm_init(cohort_comm_t **comm)
         c->node_count = 1;
         c->comm_id = comm_id;
         atomic_init(&c->aborted, 0);
-        if ((st = read_settings(c))) {
+        if ((st = read_settings(c, 0))) {
             free(c);
             return st;
         }
@@ -953,7 +965,7 @@ cohort_status_t cohort_comm_init(cohort_comm_t **comm)
         *comm = c;
         return COHORT_SUCCESS;
     }
-    st = comm_create(boot, 1, comm_id, id.rank, 1, comm);
+    st = comm_create(boot, 1, comm_id, id.rank, 1, 0, comm);
     if (st && boot->fail) boot->fail(boot, cohort_last_error());
     if (!st) {
         /* The rendezvous connection stays open as the job's control channel (jobctl.h); rank 0
@@ -986,8 +998,19 @@ static int oob_single(const void *s, void *r, size_t n, void *ctx)
 cohort_status_t cohort_comm_init_oob(int rank, int nranks, cohort_oob_allgather_fn allgather,
                                      void *ctx, cohort_comm_t **comm)
 {
+    return cohort_comm_init_oob_timeout(rank, nranks, allgather, ctx, 0, comm);
+}
+
+cohort_status_t cohort_comm_init_oob_timeout(int rank, int nranks,
+                                             cohort_oob_allgather_fn allgather, void *ctx,
+                                             double timeout_s, cohort_comm_t **comm)
+{
     if (!comm) return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_init_oob: comm is NULL");
     *comm = NULL;
+    /* 0 comes only from cohort_comm_init_oob (COHORT_TIMEOUT); the range is COHORT_TIMEOUT's */
+    if (!(timeout_s == 0 || (timeout_s >= 0.1 && timeout_s <= 1e7)))
+        return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_init_oob_timeout: timeout_s %g "
+                            "is not a number of seconds in [0.1, 1e7]", timeout_s);
     if (nranks < 1)
         return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_init_oob: nranks %d must be at "
                             "least 1", nranks);
@@ -1022,7 +1045,7 @@ cohort_status_t cohort_comm_init_oob(int rank, int nranks, cohort_oob_allgather_
     st = boot->allgather(boot, &id, ids, sizeof id);
     uint64_t comm_id = ids[0];
     free(ids);
-    if (!st) st = comm_create(boot, 1, comm_id, rank, 1, comm);
+    if (!st) st = comm_create(boot, 1, comm_id, rank, 1, timeout_s, comm);
     boot->close(boot);
     return st;
 }
@@ -1063,7 +1086,7 @@ static cohort_status_t split_held(cohort_comm_t *comm, int color, int key, cohor
         *c = (cohort_comm_t){ .magic = COHORT_COMM_MAGIC, .nranks = 1, .local_size = 1,
                               .node_count = 1, .comm_id = comm->comm_id + comm->nsplits };
         atomic_init(&c->aborted, 0);
-        if ((st = read_settings(c))) {
+        if ((st = read_settings(c, comm->timeout_given ? comm->timeout_s : 0))) {
             free(c);
             return st;
         }
@@ -1080,7 +1103,8 @@ static cohort_status_t split_held(cohort_comm_t *comm, int color, int key, cohor
     cohort_bootstrap_t *boot;
     if ((st = cohort_bootstrap_comm(comm, &boot))) return st;
     int64_t k = (int64_t)key * (1 << 24) + comm->rank;   /* ties broken by parent rank */
-    st = comm_create(boot, color >= 0, h, k, 0, out);
+    st = comm_create(boot, color >= 0, h, k, 0,
+                     comm->timeout_given ? comm->timeout_s : 0, out);
     boot->close(boot);
     if (!st && color < 0) *out = NULL;
     return st;

@@ -63,6 +63,7 @@ struct cohort_comm {
     unsigned spin;                       /* COHORT_SPIN: fruitless polls before sleeping */
     uint64_t spin_ns;                    /* COHORT_SPIN_US: and this long, unless oversubscribed */
     double timeout_s;
+    int timeout_given;                   /* timeout_s came from cohort_comm_init_oob_timeout */
     size_t chunk;
     cohort_algo_spec_t algo_spec;
     void *scratch[2];
@@ -96,10 +97,14 @@ struct cohort_comm {
     int compress;                        /* COHORT_COMPRESS / cohort_comm_set_compression: the
                                             wire dtype of float32 SUM/AVG allreduces across
                                             nodes (COHORT_FLOAT16, COHORT_BFLOAT16), 0: none */
+    char next_name[COHORT_NAME_MAX];     /* cohort_comm_name_next: the next call's name ("") */
 };
 
 /* "allreduce #12 (count 1000, float32, sum, root -1)": the collective in progress, for messages. */
 const char *cohort_comm_desc(cohort_comm_t *comm);
+/* What a timeout message tells the user to change: "COHORT_TIMEOUT", or the communicator's own
+ * timeout (cohort_comm_init_oob_timeout, inherited by its splits). */
+const char *cohort_comm_timeout_source(const cohort_comm_t *comm);
 
 /* Validates a communicator handle from the user (NULL, destroyed). */
 cohort_status_t cohort_comm_check(const cohort_comm_t *comm, const char *fn);

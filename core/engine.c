@@ -33,6 +33,7 @@ struct cohort_request {
     cohort_coll_args_t a;
     size_t *arrays;                   /* the v-variants' counts and displacements, copied */
     const char *fn;
+    char name[COHORT_NAME_MAX];       /* the application's (cohort_comm_name_next), or "" */
     cohort_engine_exec_fn exec;
     cohort_engine_p2p_fn p2p;
     int flags;                        /* R_* */
@@ -89,10 +90,13 @@ static void complete(cohort_engine_t *e, cohort_request_t *r, cohort_status_t st
         m[i]->done = 1;
         if (now) {
             /* the request's life on the timeline, from issue to completion */
-            char name[96], args[160];
-            snprintf(name, sizeof name, "%s #%llu", m[i]->fn, (unsigned long long)m[i]->number);
-            snprintf(args, sizeof args, "\"status\":\"%s\",\"fused_with\":%d",
-                     cohort_strerror(st), n > 1 ? n - 1 : 0);
+            char call[96], args[256];
+            snprintf(call, sizeof call, "%s #%llu", m[i]->fn, (unsigned long long)m[i]->number);
+            /* the application's name leads when it gave one: that is what its user looks for */
+            snprintf(args, sizeof args, "%s%s%s\"status\":\"%s\",\"fused_with\":%d",
+                     m[i]->name[0] ? "\"call\":\"" : "", m[i]->name[0] ? call : "",
+                     m[i]->name[0] ? "\"," : "", cohort_strerror(st), n > 1 ? n - 1 : 0);
+            const char *name = m[i]->name[0] ? m[i]->name : call;
             cohort_timeline_event(m[i]->comm, COHORT_TL_REQUESTS, name, m[i]->t_issue, now,
                                   args);
         }
@@ -457,6 +461,10 @@ cohort_status_t cohort_engine_submit(cohort_comm_t *comm, const cohort_coll_args
     r->magic = REQ_MAGIC;
     r->comm = comm;
     r->a = *a;
+    if (a->name) {
+        snprintf(r->name, sizeof r->name, "%s", a->name);
+        r->a.name = r->name;
+    }
     r->fn = fn;
     r->exec = exec;
     r->p2p = p2p;

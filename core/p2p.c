@@ -206,10 +206,10 @@ static cohort_status_t timeout_error(cohort_comm_t *comm, cohort_preq_t *reqs, i
         }
     char who[512];
     pending_text(comm, reqs, n, who, sizeof who);
-    return cohort_error(COHORT_ERR_TIMEOUT, "rank %d: %s stalled for %.0f s waiting on: %s. "
+    return cohort_error(COHORT_ERR_TIMEOUT, "rank %d: %s stalled for %g s waiting on: %s. "
                         "Did every rank call it with the same arguments? A peer that hangs or "
-                        "died? COHORT_TIMEOUT sets the limit", comm->rank, cohort_comm_desc(comm),
-                        comm->timeout_s, who);
+                        "died? %s sets the limit", comm->rank, cohort_comm_desc(comm),
+                        comm->timeout_s, who, cohort_comm_timeout_source(comm));
 }
 
 /* The plugin contract: ep_fd is readable when progress() could advance something; after waking,
@@ -505,13 +505,14 @@ static cohort_status_t token_wait(cohort_comm_t *comm, struct cohort_token *t)
             token_call_t mine = token_decode(t->mine);
             describe(&mine, me, sizeof me);
             comm->fail_peer = peer;
-            return cohort_error(COHORT_ERR_TIMEOUT, "rank %d: %s stalled for %.0f s waiting for "
+            return cohort_error(COHORT_ERR_TIMEOUT, "rank %d: %s stalled for %g s waiting for "
                                 "rank %d (%s) to confirm that it called %s as this rank did (a "
                                 "rank runs at most %d collectives ahead of the rank before it "
                                 "in the ring order). Did every rank call it? A peer that hangs "
-                                "or died? COHORT_TIMEOUT sets the limit", comm->rank,
+                                "or died? %s sets the limit", comm->rank,
                                 cohort_comm_desc(comm), comm->timeout_s, peer,
-                                comm->peers[peer].host, me, COHORT_P2P_TOKENS);
+                                comm->peers[peer].host, me, COHORT_P2P_TOKENS,
+                                cohort_comm_timeout_source(comm));
         }
         if (st) return st;
         if (pace.stall_warn_due) {

@@ -51,6 +51,8 @@ typedef struct cohort_coll_args {
     int peer, tag;       /* COHORT_OP_SEND / COHORT_OP_RECV */
     int wire;            /* a float32 SUM/AVG allreduce that travels compressed where its ranks
                             are on several nodes: COHORT_FLOAT16 or COHORT_BFLOAT16; 0: not */
+    const char *name;    /* cohort_comm_name_next: the application's name for it (the timeline
+                            shows it), NULL: none */
 } cohort_coll_args_t;
 
 typedef cohort_status_t (*cohort_algo_fn)(cohort_comm_t *comm, const cohort_coll_args_t *a);

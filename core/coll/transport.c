@@ -85,10 +85,10 @@ cohort_status_t cohort_coll_transport(cohort_comm_t *comm, const cohort_coll_arg
                 snprintf(who, sizeof who, "rank %d (%s)", waiting_on,
                          comm->peers[waiting_on].host);
             return cohort_error(COHORT_ERR_TIMEOUT, "rank %d: %s (%s node collective) stalled "
-                                "for %.0f s waiting on %s. Did every rank call it with the same "
-                                "arguments? A peer that hangs or died? COHORT_TIMEOUT sets the "
-                                "limit", comm->rank, cohort_comm_desc(comm), p->name,
-                                comm->timeout_s, who);
+                                "for %g s waiting on %s. Did every rank call it with the same "
+                                "arguments? A peer that hangs or died? %s sets the limit",
+                                comm->rank, cohort_comm_desc(comm), p->name, comm->timeout_s,
+                                who, cohort_comm_timeout_source(comm));
         }
         if (st) return st;
     }

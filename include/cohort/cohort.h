@@ -84,6 +84,14 @@ typedef int (*cohort_oob_allgather_fn)(const void *sendbuf, void *recvbuf, size_
                                        void *ctx);
 cohort_status_t cohort_comm_init_oob(int rank, int nranks, cohort_oob_allgather_fn allgather,
                                      void *ctx, cohort_comm_t **comm);
+/* The same, with this communicator's own timeout in seconds (0.1 to 1e7) instead of
+ * COHORT_TIMEOUT: it bounds creation's waits (not those inside the caller's allgather) and every
+ * later wait on the communicator; communicators split from it inherit it (as every split
+ * inherits its parent's). A framework passes its own timeout here (torch's init_process_group
+ * timeout). 0 means COHORT_TIMEOUT, as cohort_comm_init_oob. */
+cohort_status_t cohort_comm_init_oob_timeout(int rank, int nranks,
+                                             cohort_oob_allgather_fn allgather, void *ctx,
+                                             double timeout_s, cohort_comm_t **comm);
 
 /* Collective over comm. Ranks with the same color form a new communicator, ordered by key (ties
  * by old rank). A negative color yields *out == NULL. An aborted communicator cannot be split
@@ -286,6 +294,12 @@ cohort_status_t cohort_group_end(cohort_comm_t *comm);
  * make the same call at the same place (a rank that differs gets COHORT_ERR_MISMATCH). On one
  * node nothing is compressed. Not a collective itself: it sends nothing. */
 cohort_status_t cohort_comm_set_compression(cohort_comm_t *comm, cohort_dtype_t wire);
+/* The next call issued on comm (collective or message, blocking or not) carries name, which
+ * COHORT_TIMELINE shows (a Horovod-style layer names each gradient's allreduce). Copied; used
+ * once; NULL clears it. At most COHORT_NAME_MAX - 1 bytes (longer: COHORT_ERR_INVALID_ARG). Not
+ * a collective: ranks may name their calls differently. */
+#define COHORT_NAME_MAX 128
+cohort_status_t cohort_comm_name_next(cohort_comm_t *comm, const char *name);
 /* Since comm's creation: *requests ran inside fused allreduces, *batches such allreduces ran. */
 cohort_status_t cohort_comm_fusion_stats(const cohort_comm_t *comm, uint64_t *requests,
                                          uint64_t *batches);

@@ -15,6 +15,7 @@
 #include <check.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -97,6 +98,7 @@ static cohort_status_t call_split(cohort_comm_t *c)
     return st;
 }
 static cohort_status_t call_abort(cohort_comm_t *c) { return cohort_comm_abort(c); }
+static cohort_status_t call_name_next(cohort_comm_t *c) { return cohort_comm_name_next(c, "x"); }
 static cohort_status_t call_destroy(cohort_comm_t *c) { return cohort_comm_destroy(c); }
 
 typedef struct call {
@@ -115,6 +117,7 @@ static const call_t CALLS[] = {
     { "cohort_barrier", call_barrier, 1 },
     { "cohort_comm_split", call_split, 1 },
     { "cohort_comm_abort", call_abort, 0 },
+    { "cohort_comm_name_next", call_name_next, 0 },
     { "cohort_comm_destroy", call_destroy, 0 },
 };
 #define NCALLS (sizeof CALLS / sizeof CALLS[0])
@@ -671,6 +674,7 @@ typedef struct pair {
     const void *src[2];
     int fail_round;              /* 0, or the allgather call (from 1) at which both ranks fail */
     void (*body)(int rank, cohort_comm_t *c, struct pair *p);
+    double timeout_s;            /* > 0: created with cohort_comm_init_oob_timeout */
     char failures[4096];
 } pair_t;
 
@@ -749,7 +753,9 @@ static void *pair_thread(void *arg)
     member_t *m = arg;
     pair_t *p = m->p;
     cohort_comm_t *c = NULL;
-    m->init_st = cohort_comm_init_oob(m->rank, 2, oob_pair, m, &c);
+    m->init_st = p->timeout_s > 0
+                     ? cohort_comm_init_oob_timeout(m->rank, 2, oob_pair, m, p->timeout_s, &c)
+                     : cohort_comm_init_oob(m->rank, 2, oob_pair, m, &c);
     snprintf(m->init_msg, sizeof m->init_msg, "%s", cohort_last_error());
     if (m->init_st == COHORT_SUCCESS) {
         if (cohort_comm_size(c) != 2 || cohort_comm_rank(c) != m->rank)
@@ -998,6 +1004,73 @@ START_TEST(pair_oob_failure)
 }
 END_TEST
 
+/* A communicator's own timeout (COHORT_TIMEOUT stays 300 s): rank 0 calls collectives rank 1
+ * never makes; they fail after about 1 s, naming that timeout, on the communicator and on a
+ * communicator split from it. */
+static double secs_since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
+static void body_own_timeout(int rank, cohort_comm_t *c, pair_t *p)
+{
+    cohort_comm_t *sub = NULL;
+    P_OK(cohort_comm_split(c, 0, 1 - rank, &sub));
+    if (!sub) return;
+    int32_t v[5] = { 1, 2, 3, 4, 5 };
+    for (int i = 0; i < 2 && rank == 0; i++) {
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        P_EXPECT(cohort_allreduce(i ? c : sub, v, v, 5, COHORT_INT32, COHORT_SUM),
+                 COHORT_ERR_TIMEOUT, "stalled for 1 s");
+        P_CHECK(strstr(cohort_last_error(), "the timeout the communicator was created with"),
+                "the message does not name the communicator's timeout: %s",
+                cohort_last_error());
+        /* not a performance bound: 300 s (COHORT_TIMEOUT) would mean the wrong timeout held */
+        P_CHECK(secs_since(&t0) < 100, "timed out after %.1f s", secs_since(&t0));
+    }
+    P_CHECK(!pair_sync(p), "pair barrier");
+    P_CHECK(cohort_comm_destroy(sub) != COHORT_ERR_INVALID_ARG, "destroy sub: %s",
+            cohort_last_error());
+}
+
+START_TEST(pair_own_timeout)
+{
+    setenv("COHORT_TIMEOUT", "300", 1);
+    pair_t p = { .body = body_own_timeout, .timeout_s = 1 };
+    member_t m[2];
+    run_pair(&p, m);
+    unsetenv("COHORT_TIMEOUT");
+}
+END_TEST
+
+START_TEST(own_timeout_and_names)
+{
+    cohort_comm_t *c = (cohort_comm_t *)&c;
+    const double bad[] = { -1, 0.05, 1e8, NAN, INFINITY };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        EXPECT_ERR(cohort_comm_init_oob_timeout(0, 1, oob_self, NULL, bad[i], &c),
+                   "cohort_comm_init_oob_timeout: timeout_s", "[0.1, 1e7]");
+        ck_assert_ptr_null(c);
+    }
+    EXPECT_OK(cohort_comm_init_oob_timeout(0, 1, oob_self, NULL, 0.5, &c));
+    char name[COHORT_NAME_MAX + 1];
+    memset(name, 'g', sizeof name - 1);
+    name[COHORT_NAME_MAX] = '\0';
+    EXPECT_ERR(cohort_comm_name_next(c, name), "cohort_comm_name_next", "at most 127");
+    name[COHORT_NAME_MAX - 1] = '\0';
+    EXPECT_OK(cohort_comm_name_next(c, name));
+    EXPECT_OK(cohort_comm_name_next(c, NULL));
+    EXPECT_OK(cohort_comm_name_next(c, "grad.layer1.weight"));
+    float x = 2;
+    EXPECT_OK(cohort_allreduce(c, &x, &x, 1, COHORT_FLOAT32, COHORT_SUM));
+    ck_assert(x == 2);
+    EXPECT_OK(cohort_comm_destroy(c));
+}
+END_TEST
+
 static Suite *api_suite(void)
 {
     Suite *s = suite_create("api");
@@ -1014,6 +1087,7 @@ static Suite *api_suite(void)
     tcase_set_timeout(init, 60);
     tcase_add_test(init, init_oob_args);
     tcase_add_test(init, init_from_env);
+    tcase_add_test(init, own_timeout_and_names);
     tcase_add_loop_test(init, bad_setting_fails_creation, 0, NBAD);
     suite_add_tcase(s, init);
 
@@ -1036,6 +1110,7 @@ static Suite *api_suite(void)
     tcase_add_loop_test(two, pair_abort, 0, 2);
     tcase_add_loop_test(two, pair_busy, 0, 2);
     tcase_add_test(two, pair_oob_failure);
+    tcase_add_test(two, pair_own_timeout);
     suite_add_tcase(s, two);
     return s;
 }
