@@ -300,6 +300,20 @@ static cohort_status_t ux_status(ucs_status_t s)
     }
 }
 
+/* Words for what ux_status made of a UCX status (plugins reach the core only through the host
+ * table, and a core loaded without RTLD_GLOBAL, as by Python, exports nothing to plugins). */
+static const char *ux_status_words(cohort_status_t st)
+{
+    switch (st) {
+    case COHORT_ERR_NO_MEMORY: return "no memory";
+    case COHORT_ERR_PEER_LOST: return "the peer's connection was lost, reset or refused";
+    case COHORT_ERR_TIMEOUT: return "timed out";
+    case COHORT_ERR_MISMATCH: return "message truncated";
+    case COHORT_ERR_UNSUPPORTED: return "unsupported";
+    default: return "transport error";
+    }
+}
+
 static void ep_signal(ux_ep_t *ep)
 {
     if (ep->in_progress || ep->signalled) return;
@@ -1215,7 +1229,7 @@ static void ack_arrived(ux_conn_t *c)
         ep->host->auth(a, UX_ACK_SIZE - UX_MAC_LEN, mac);
         if (st != COHORT_SUCCESS)
             conn_fail(c, st, "ucx: rank %d connecting to rank %d: receiving its answer failed "
-                      "(%s)", ep->rank, c->peer, cohort_strerror(st));
+                      "(%s)", ep->rank, c->peer, ux_status_words(st));
         else if (n != UX_ACK_SIZE || get32(a) != UX_ACK_MAGIC ||
                  get32(a + 4) != (uint32_t)c->peer || get32(a + 8) != (uint32_t)ep->rank ||
                  get64(a + 12) != ep->comm_id ||
