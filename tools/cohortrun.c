@@ -25,15 +25,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -189,11 +192,15 @@ static int valid_var_name(const char *s, size_t len)
 }
 
 /* The variables cohortrun sets for every rank (rank_vars): -x cannot pass them, since cohortrun's
- * own value would replace the user's without a word. */
+ * own value would replace the user's without a word. The torchrun-style ones (PyTorch's env://)
+ * are copies of the COHORT_* placement. MASTER_ADDR and MASTER_PORT are set too, but are not
+ * here: a value the user gives (-x, or cohortrun's environment) is kept (torch_master). */
 static const char *const own_vars[] = { "COHORT_RANK", "COHORT_SIZE", "COHORT_LOCAL_RANK",
                                         "COHORT_LOCAL_SIZE", "COHORT_RENDEZVOUS",
                                         "COHORT_RENDEZVOUS_SERVER", "COHORT_JOB_ID",
-                                        "COHORT_SECRET", NULL };
+                                        "COHORT_SECRET", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+                                        "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+                                        "ROLE_RANK", "ROLE_WORLD_SIZE", NULL };
 
 static int is_own_var(const char *name)
 {
@@ -312,8 +319,11 @@ static void usage(FILE *f)
 "      --version              print the version\n"
 "\n"
 "Every rank gets COHORT_RANK, COHORT_SIZE, COHORT_LOCAL_RANK, COHORT_LOCAL_SIZE,\n"
-"COHORT_RENDEZVOUS, COHORT_RENDEZVOUS_SERVER, COHORT_JOB_ID and COHORT_SECRET (see\n"
-"docs/launching.md); -x cannot set these.\n"
+"COHORT_RENDEZVOUS, COHORT_RENDEZVOUS_SERVER, COHORT_JOB_ID and COHORT_SECRET, and for\n"
+"PyTorch's env:// RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,\n"
+"GROUP_WORLD_SIZE, ROLE_RANK and ROLE_WORLD_SIZE (see docs/launching.md); -x cannot set\n"
+"these. MASTER_ADDR and MASTER_PORT (rank 0's host, a free port) are set too, unless given\n"
+"with -x or in cohortrun's environment.\n"
 "Exit status: 0 when every rank exits 0; else the status of the rank named as the cause\n"
 "(128+N when it was killed by signal N), 124 when --timeout expires, 128+N when cohortrun\n"
 "gets signal N, 127 when a rank cannot be started, 2 for bad usage, 1 for other failures.\n", f);
@@ -419,6 +429,20 @@ static void parse_options(int argc, char **argv, opts_t *o)
         usage_error("-np N is required (or -H/--hostfile, whose slots then give N)");
 }
 
+/* A value of MASTER_ADDR/MASTER_PORT that the user set: the last -x with a value, else
+ * cohortrun's environment. An empty value counts as not set. *from says where it came from. */
+static const char *user_value(const opts_t *o, const char *name, const char **from)
+{
+    for (int i = o->nx - 1; i >= 0; i--)
+        if (!strcmp(o->xvars[i].name, name) && o->xvars[i].value && *o->xvars[i].value) {
+            *from = "-x";
+            return o->xvars[i].value;
+        }
+    const char *v = getenv(name);
+    *from = "cohortrun's environment";
+    return v && *v ? v : NULL;
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* Job state                                                                                */
 
@@ -434,6 +458,8 @@ typedef struct rank_proc {
     int local;           /* started directly, not through the agent */
     int node;            /* index of the node (for the local rank) */
     int local_rank, local_size;
+    int group;           /* GROUP_RANK: the node's index, nodes numbered in order of their
+                          * first rank */
     pid_t pid;           /* 0: not started */
     int running;         /* started and not reaped yet */
     int status;          /* wait status once reaped */
@@ -450,12 +476,16 @@ typedef struct job {
     rank_proc_t *ranks;
     char **host_names;   /* one per host of the list; the ranks' host points into it */
     int nhosts;
+    int ngroups;         /* GROUP_WORLD_SIZE: the nodes that have ranks */
     pid_t pgid;
     cohort_rdv_server_t *srv;
     int srv_active;
     char job_id[COHORT_JOBID_MAX];
     char secret[65];
     char url[128];
+    char *master_addr;   /* MASTER_ADDR and MASTER_PORT for every rank (torch_master) */
+    int master_port;
+    const char *master_addr_from, *master_port_from;   /* for -v */
     int out_dead[2];     /* our stdout/stderr gave EPIPE: discard */
     int terminating;
     int sigkill_sent;
@@ -673,6 +703,17 @@ static void place_ranks(job_t *job)
         p->out[0].fd = p->out[1].fd = -1;
     }
     for (int r = 0; r < job->n; r++) job->ranks[r].local_size = node_size[job->ranks[r].node];
+    /* GROUP_RANK: nodes numbered 0, 1, ... in the order of their first rank (rank 0's node is
+     * 0), so the numbers have no gaps even when a host of the list got no rank */
+    int *group_of_node = xcalloc((size_t)nhosts + 1, sizeof *group_of_node);
+    for (int k = 0; k <= nhosts; k++) group_of_node[k] = -1;
+    job->ngroups = 0;
+    for (int r = 0; r < job->n; r++) {
+        rank_proc_t *p = &job->ranks[r];
+        if (group_of_node[p->node] < 0) group_of_node[p->node] = job->ngroups++;
+        p->group = group_of_node[p->node];
+    }
+    free(group_of_node);
     free(node_key);
     free(node_of_host);
     free(node_size);
@@ -719,6 +760,120 @@ static void to_hex(const unsigned char *b, size_t n, char *out)
     out[2 * n] = '\0';
 }
 
+/* Whether a TCP port is free on every local address: bound on the IPv6 wildcard with
+ * IPV6_V6ONLY off (IPv4 too; where IPv6 is missing, the IPv4 wildcard), as torch's TCPStore
+ * binds it, then closed. port 0: the kernel picks one; returns the port, or 0 when not free. */
+static int bind_wildcard(int port)
+{
+    int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0), got = 0;
+    if (fd >= 0) {
+        int off = 0;
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+        struct sockaddr_in6 a;
+        memset(&a, 0, sizeof a);
+        a.sin6_family = AF_INET6;
+        a.sin6_addr = in6addr_any;
+        a.sin6_port = htons((uint16_t)port);
+        socklen_t len = sizeof a;
+        int e = 0;
+        if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+            getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+            got = ntohs(a.sin6_port);
+        else
+            e = errno;
+        close(fd);
+        /* taken; anything else (IPv6 disabled): ask IPv4 */
+        if (got || e == EADDRINUSE || e == EACCES) return got;
+    }
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    a.sin_port = htons((uint16_t)port);
+    socklen_t len = sizeof a;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        got = ntohs(a.sin_port);
+    close(fd);
+    return got;
+}
+
+/* MASTER_PORT when the user gave none: a random port in 20000-65535 outside this host's
+ * ephemeral range (ip_local_port_range, 32768-60999 by default), which the kernel never hands
+ * to an outgoing connection, so it stays free between this check and rank 0's bind. With
+ * check (rank 0 runs here) the port must be free to bind, else another is drawn (64 tries,
+ * then one the kernel picks). Without (rank 0 is remote) it is not checked. */
+static int pick_master_port(int check)
+{
+    long lo = 32768, hi = 60999;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
+    if (f) {
+        long a, b;
+        if (fscanf(f, "%ld %ld", &a, &b) == 2 && a >= 1 && a <= b && b <= 65535) {
+            lo = a;
+            hi = b;
+        }
+        fclose(f);
+    }
+    const long first = 20000, last = 65535;
+    long below = lo > first ? (lo - first < last - first + 1 ? lo - first : last - first + 1) : 0;
+    long above = hi < last ? last - (hi > first - 1 ? hi : first - 1) : 0;
+    if (below + above == 0) {   /* the ephemeral range covers them all */
+        below = last - first + 1;
+        above = 0;
+    }
+    for (int tries = 0; tries < 64; tries++) {
+        uint32_t x;
+        random_bytes((unsigned char *)&x, sizeof x);
+        long k = (long)(x % (uint32_t)(below + above));
+        int port = (int)(k < below ? first + k : last - above + 1 + (k - below));
+        if (!check || bind_wildcard(port)) return port;
+    }
+    return bind_wildcard(0);
+}
+
+/* MASTER_ADDR and MASTER_PORT, for PyTorch's env:// (its TCPStore is hosted by rank 0 at that
+ * address and port). The user's values win (user_value). Else MASTER_ADDR is where the other
+ * ranks reach rank 0's host: 127.0.0.1 when every rank runs here; the rendezvous address
+ * (addr, the one remote ranks are given in COHORT_RENDEZVOUS) when rank 0 runs here and others
+ * do not; rank 0's host as the host list names it (without a user@) when rank 0 is remote. */
+static void torch_master(job_t *job, const char *addr)
+{
+    const char *from;
+    const char *v = user_value(job->o, "MASTER_ADDR", &from);
+    const rank_proc_t *r0 = &job->ranks[0];
+    job->master_addr_from = v ? from : r0->local ? "rank 0 runs here" : "rank 0's host";
+    if (v) {
+        job->master_addr = xstrdup(v);
+    } else if (r0->local) {
+        job->master_addr = xstrdup(addr);
+    } else {
+        const char *at = strrchr(r0->host, '@');
+        job->master_addr = xstrdup(at ? at + 1 : r0->host);
+    }
+    v = user_value(job->o, "MASTER_PORT", &from);
+    job->master_port_from = v ? from : r0->local ? "free here" : "random, rank 0 is remote";
+    if (v) {
+        long port;
+        char what[64];
+        snprintf(what, sizeof what, "MASTER_PORT from %s", from);
+        quiet_begin();
+        cohort_status_t st = cohort_parse_long(what, v, 1, 65535, &port);
+        quiet_end();
+        if (st) usage_error("%s", cohort_last_error());
+        job->master_port = (int)port;
+        return;
+    }
+    job->master_port = pick_master_port(r0->local);
+    if (!job->master_port) {
+        msg("cannot find a free TCP port for MASTER_PORT (torch's env://): no port could be "
+            "bound on this host; choose one with -x MASTER_PORT=PORT");
+        exit(1);
+    }
+}
+
 static void setup_job(job_t *job)
 {
     unsigned char id[8], sec[32];
@@ -735,7 +890,8 @@ static void setup_job(job_t *job)
     }
     int all_local = 1;
     for (int r = 0; r < job->n; r++) all_local &= job->ranks[r].local;
-    char addr[INET6_ADDRSTRLEN + 2] = "127.0.0.1";
+    char addr[INET6_ADDRSTRLEN + 2] = "127.0.0.1";   /* for the URL: IPv6 in brackets */
+    char bare[INET6_ADDRSTRLEN] = "127.0.0.1";
     if (!all_local) {
         const cohort_netif_t *ifs = NULL;
         int nifs = 0;
@@ -755,6 +911,7 @@ static void setup_job(job_t *job)
         inet_ntop(ifs[0].family, ifs[0].addr, a, sizeof a);
         if (ifs[0].family == AF_INET6) snprintf(addr, sizeof addr, "[%s]", a);
         else snprintf(addr, sizeof addr, "%s", a);
+        snprintf(bare, sizeof bare, "%s", a);
         if (ifs[0].is_loopback)
             msg("warning: the rendezvous address %s is on the loopback interface %s, which remote "
                 "ranks cannot reach; choose an interface with --network-interface", a,
@@ -770,6 +927,7 @@ static void setup_job(job_t *job)
     }
     job->srv_active = 1;
     snprintf(job->url, sizeof job->url, "tcp://%s:%d", addr, cohort_rdv_server_port(job->srv));
+    torch_master(job, bare);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -787,8 +945,21 @@ static void rank_vars(const job_t *job, const rank_proc_t *p, strv_t *vars)
     strv_push(vars, xasprintf("COHORT_JOB_ID=%s", job->job_id));
     strv_push(vars, xasprintf("COHORT_SECRET=%s", job->secret));
     if (job->o->netif) strv_push(vars, xasprintf("COHORT_SOCKET_IFNAME=%s", job->o->netif));
+    /* PyTorch's env:// (what torchrun sets, one role). cohort_comm_init reads the COHORT_*
+     * ones above first (core/bootstrap.c), so it still meets at cohortrun's rendezvous. */
+    strv_push(vars, xasprintf("RANK=%d", p->rank));
+    strv_push(vars, xasprintf("WORLD_SIZE=%d", job->n));
+    strv_push(vars, xasprintf("LOCAL_RANK=%d", p->local_rank));
+    strv_push(vars, xasprintf("LOCAL_WORLD_SIZE=%d", p->local_size));
+    strv_push(vars, xasprintf("GROUP_RANK=%d", p->group));
+    strv_push(vars, xasprintf("GROUP_WORLD_SIZE=%d", job->ngroups));
+    strv_push(vars, xasprintf("ROLE_RANK=%d", p->rank));
+    strv_push(vars, xasprintf("ROLE_WORLD_SIZE=%d", job->n));
+    strv_push(vars, xasprintf("MASTER_ADDR=%s", job->master_addr));
+    strv_push(vars, xasprintf("MASTER_PORT=%d", job->master_port));
     for (int i = 0; i < job->o->nx; i++)
-        if (job->o->xvars[i].value)
+        if (job->o->xvars[i].value && strcmp(job->o->xvars[i].name, "MASTER_ADDR") &&
+            strcmp(job->o->xvars[i].name, "MASTER_PORT"))
             strv_push(vars, xasprintf("%s=%s", job->o->xvars[i].name, job->o->xvars[i].value));
 }
 
@@ -1638,6 +1809,9 @@ int main(int argc, char **argv)
     become_subreaper();
     setup_job(&job);
     setup_signals();
+    if (o.verbose)
+        msg("MASTER_ADDR=%s (%s) MASTER_PORT=%d (%s), for PyTorch's env://", job.master_addr,
+            job.master_addr_from, job.master_port, job.master_port_from);
 
     int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull < 0) {
@@ -1664,6 +1838,7 @@ int main(int argc, char **argv)
     for (int h = 0; h < job.nhosts; h++) free(job.host_names[h]);
     free(job.host_names);
     free(job.ranks);
+    free(job.master_addr);
     for (int i = 0; i < o.nx; i++) {
         free(o.xvars[i].name);
         free(o.xvars[i].value);

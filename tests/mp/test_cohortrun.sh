@@ -1,6 +1,7 @@
 #!/bin/sh
-# cohortrun: placement, environment, output relay, failure handling, timeouts, interrupts and the
-# rsh agent path (with fake agents: no ssh needed). Run by `make check` from the build directory
+# cohortrun: placement, environment (PyTorch's env:// variables too, and a real torch job when
+# /usr/bin/python3 has torch), output relay, failure handling, timeouts, interrupts and the rsh
+# agent path (with fake agents: no ssh needed). Run by `make check` from the build directory
 # (automake exports srcdir); by hand: top_builddir=BUILD sh tests/mp/test_cohortrun.sh
 #
 # Every case runs under a deadline (timeout(1), or a bounded polling loop), prints `ok`/`not ok`,
@@ -16,6 +17,8 @@ if [ ! -x "$CR" ]; then
 fi
 CR_RDV_CLIENT=${CR_RDV_CLIENT:-$top_builddir/tests/mp/cr_rdv_client}
 case $CR_RDV_CLIENT in /*) ;; *) CR_RDV_CLIENT=$(pwd)/$CR_RDV_CLIENT ;; esac
+ALLREDUCE=${ALLREDUCE:-$top_builddir/examples/allreduce}
+case $ALLREDUCE in /*) ;; *) ALLREDUCE=$(pwd)/$ALLREDUCE ;; esac
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/cohortrun-test.XXXXXX") || exit 1
 trap 'rm -rf "$T"' EXIT
@@ -134,7 +137,8 @@ check "-x VAR=value and -x VAR pass variables" \
 cr -np 1 --network-interface lo sh -c 'echo "IF=$COHORT_SOCKET_IFNAME"'
 check "--network-interface sets COHORT_SOCKET_IFNAME" sh -c '[ '"$rc"' -eq 0 ] && grep -qx "IF=lo" "'"$T"'/out"'
 
-for v in COHORT_RANK=7 COHORT_SIZE=9 COHORT_JOB_ID=mine COHORT_SECRET=s COHORT_RENDEZVOUS=tcp://h:1 COHORT_LOCAL_RANK; do
+for v in COHORT_RANK=7 COHORT_SIZE=9 COHORT_JOB_ID=mine COHORT_SECRET=s COHORT_RENDEZVOUS=tcp://h:1 COHORT_LOCAL_RANK \
+         RANK=5 WORLD_SIZE=8 LOCAL_RANK=1 LOCAL_WORLD_SIZE GROUP_RANK=1 GROUP_WORLD_SIZE=2 ROLE_RANK=0 ROLE_WORLD_SIZE=4; do
     COHORT_LOCAL_RANK=3 cr -np 2 -x "$v" sh -c 'echo "$COHORT_RANK"'
     check "-x $v: refused with exit 2 naming the variable cohortrun sets itself (no rank started)" \
         sh -c '[ '"$rc"' -eq 2 ] && grep -q "^cohortrun: -x ${1%%=*}: cohortrun sets ${1%%=*} itself" "'"$T"'/err" &&
@@ -277,6 +281,144 @@ check "--rsh: a failing remote rank names its host" \
 cr -H nodeE:1 --rsh /nonexistent/agent true
 check "--rsh: an agent that does not exist fails with exit 127 naming it" \
     sh -c '[ '"$rc"' -eq 127 ] && grep -q "rsh agent '"'"'/nonexistent/agent'"'"': No such file" "'"$T"'/err"'
+
+# --- PyTorch's env:// ---------------------------------------------------------------------
+# RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE (copies of COHORT_*), GROUP_RANK/GROUP_WORLD_SIZE
+# (nodes), ROLE_RANK/ROLE_WORLD_SIZE, MASTER_ADDR and MASTER_PORT (rank 0's host, a free port).
+# Only /usr/bin/python3 has Debian's torch (a python3 on PATH may be another interpreter).
+PY=/usr/bin/python3
+TORCH_VARS='$COHORT_RANK $RANK $COHORT_SIZE $WORLD_SIZE $COHORT_LOCAL_RANK $LOCAL_RANK $COHORT_LOCAL_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK $GROUP_WORLD_SIZE $ROLE_RANK $ROLE_WORLD_SIZE'
+cr -np 3 sh -c 'echo "'"$TORCH_VARS"'"'
+check "torch env: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE equal COHORT_*; one node (GROUP_RANK 0 of 1); ROLE_* = RANK/WORLD_SIZE" \
+    sh -c '[ '"$rc"' -eq 0 ] && [ "$(wc -l <"'"$T"'/out")" -eq 3 ] &&
+           for r in 0 1 2; do grep -qx "$r $r 3 3 $r $r 3 3 0 1 $r 3" "'"$T"'/out" || exit 1; done'
+
+RANK=9 WORLD_SIZE=10 LOCAL_RANK=9 LOCAL_WORLD_SIZE=10 cr -np 2 sh -c 'echo "$RANK/$WORLD_SIZE $LOCAL_RANK/$LOCAL_WORLD_SIZE"'
+check "torch env: RANK etc. in cohortrun's own environment (a torchrun outside) are replaced" \
+    sh -c '[ '"$rc"' -eq 0 ] && [ "$(sort "'"$T"'/out" | tr "\n" " ")" = "0/2 0/2 1/2 1/2 " ]'
+
+cr -np 3 sh -c 'echo "$MASTER_ADDR $MASTER_PORT"'
+check "torch env: MASTER_ADDR=127.0.0.1 and one MASTER_PORT in 20000-65535 for every rank of a local job" \
+    sh -c '[ '"$rc"' -eq 0 ] && [ "$(sort -u "'"$T"'/out" | wc -l)" -eq 1 ] &&
+           grep -Eqx "127\.0\.0\.1 [0-9]+" "'"$T"'/out" &&
+           p=$(sed -n "1s/.* //p" "'"$T"'/out") && [ "$p" -ge 20000 ] && [ "$p" -le 65535 ]'
+
+if [ -x "$PY" ]; then
+    # Rank 0 binds and listens on MASTER_ADDR:MASTER_PORT, then on the wildcard address (where
+    # torch's TCPStore binds it).
+    cat >"$T/bind.py" <<'EOF'
+import os, socket
+a, p = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+for host in (a, "0.0.0.0"):
+    s = socket.socket()
+    s.bind((host, p))
+    s.listen()
+    s.close()
+print("bound", a, p)
+EOF
+    cr -np 2 sh -c '[ "$RANK" = 0 ] || exit 0; exec "$0" "$1"' "$PY" "$T/bind.py"
+    check "torch env: MASTER_PORT is free to bind and listen on at MASTER_ADDR (rank 0)" \
+        sh -c '[ '"$rc"' -eq 0 ] && grep -Eqx "bound 127\.0\.0\.1 [0-9]+" "'"$T"'/out"'
+else
+    echo "# skipping the MASTER_PORT bind case: no $PY"
+fi
+
+MASTER_ADDR=10.1.2.3 MASTER_PORT=23456 cr -np 2 sh -c 'echo "$MASTER_ADDR:$MASTER_PORT"'
+check "torch env: MASTER_ADDR and MASTER_PORT in cohortrun's environment are kept" \
+    sh -c '[ '"$rc"' -eq 0 ] && [ "$(sort "'"$T"'/out" | tr "\n" " ")" = "10.1.2.3:23456 10.1.2.3:23456 " ]'
+MASTER_ADDR=10.1.2.3 MASTER_PORT=23456 cr -np 2 -x MASTER_ADDR=trainer.example -x MASTER_PORT=23457 \
+    sh -c 'echo "$MASTER_ADDR:$MASTER_PORT"'
+check "torch env: -x MASTER_ADDR=... -x MASTER_PORT=... win over the environment" \
+    sh -c '[ '"$rc"' -eq 0 ] && [ "$(sort "'"$T"'/out" | tr "\n" " ")" = "trainer.example:23457 trainer.example:23457 " ]'
+MASTER_ADDR= MASTER_PORT=23458 cr -np 1 -x MASTER_PORT sh -c 'echo "$MASTER_ADDR:$MASTER_PORT"'
+check "torch env: -x MASTER_PORT takes the environment's; an empty MASTER_ADDR counts as unset" \
+    sh -c '[ '"$rc"' -eq 0 ] && grep -qx "127.0.0.1:23458" "'"$T"'/out"'
+MASTER_PORT=http cr -np 2 sh -c 'echo started'
+check "torch env: MASTER_PORT=http in the environment: exit 2 naming it, no rank started" \
+    sh -c '[ '"$rc"' -eq 2 ] && grep -q "^cohortrun: MASTER_PORT from cohortrun.s environment: .http. is not a number" "'"$T"'/err" &&
+           [ ! -s "'"$T"'/out" ]'
+cr -np 2 -x MASTER_PORT=70000 sh -c 'echo started'
+check "torch env: -x MASTER_PORT=70000: exit 2 naming it, no rank started" \
+    sh -c '[ '"$rc"' -eq 2 ] && grep -q "^cohortrun: MASTER_PORT from -x: .70000. is out of range" "'"$T"'/err" &&
+           [ ! -s "'"$T"'/out" ]'
+
+# cohort_comm_init under cohortrun reads COHORT_* before RANK/WORLD_SIZE and COHORT_RENDEZVOUS
+# before MASTER_ADDR:MASTER_PORT+1: with a MASTER_ADDR that does not resolve, the job still
+# meets at cohortrun's rendezvous (the torch path would fail at once: no such host).
+if [ -x "$ALLREDUCE" ]; then
+    cr -np 2 -x MASTER_ADDR=nosuchhost.invalid -x MASTER_PORT=29400 "$ALLREDUCE"
+    check "torch env: cohort_comm_init still meets at cohortrun's rendezvous, not MASTER_ADDR:MASTER_PORT+1" \
+        sh -c '[ '"$rc"' -eq 0 ] && grep -qx "mean of ranks = 0.5" "'"$T"'/out"'
+else
+    echo "# skipping the cohort_comm_init case: $ALLREDUCE not built"
+fi
+
+# Remote ranks: ssh carries no environment, so everything must come on the command line. This
+# fake ssh starts the remote command with an empty environment (PATH only).
+cat >"$T/fake-ssh-clean" <<'EOF'
+#!/bin/sh
+printf '%s\n' "$*" >>"$CR_AGENT_LOG"
+host=$1
+shift
+exec env -i PATH="$PATH" CR_FAKE_HOST="$host" sh -c "$*"
+EOF
+chmod +x "$T/fake-ssh-clean"
+# fields: host, the 12 of TORCH_VARS, MASTER_ADDR, MASTER_PORT, the rendezvous's ADDR:PORT
+cr -H localhost:1,nodeA:2 --rsh "$T/fake-ssh-clean" \
+    sh -c 'echo "${CR_FAKE_HOST:-local} '"$TORCH_VARS"' $MASTER_ADDR $MASTER_PORT ${COHORT_RENDEZVOUS#tcp://}"'
+check "torch env on 2 hosts, rank 0 here: remote ranks get RANK etc. through ssh; GROUP_RANK numbers the nodes" \
+    sh -c '[ '"$rc"' -eq 0 ] && grep -q "^local 0 0 3 3 0 0 1 1 0 2 0 3 " "'"$T"'/out" &&
+           grep -q "^nodeA 1 1 3 3 0 0 2 2 1 2 1 3 " "'"$T"'/out" &&
+           grep -q "^nodeA 2 2 3 3 1 1 2 2 1 2 2 3 " "'"$T"'/out"'
+check "... MASTER_ADDR is the address remote ranks are given for the rendezvous, MASTER_PORT one number" \
+    sh -c '[ "$(wc -l <"'"$T"'/out")" -eq 3 ] &&
+           [ "$(awk "{ print \$14, \$15 }" "'"$T"'/out" | sort -u | wc -l)" -eq 1 ] &&
+           awk "{ a = \$16; sub(/:[0-9]+\$/, \"\", a); gsub(/^\[|\]\$/, \"\", a)
+                  if (a != \$14 || \$15 !~ /^[0-9]+\$/) exit 1 }" "'"$T"'/out"'
+
+cr -H alice@nodeB:1,nodeC:2 --rsh "$T/fake-exec-host {host}" \
+    sh -c 'echo "$RANK $GROUP_RANK/$GROUP_WORLD_SIZE $MASTER_ADDR $MASTER_PORT"'
+check "torch env, rank 0 remote: MASTER_ADDR is its host as the host list names it (no user@), one MASTER_PORT" \
+    sh -c '[ '"$rc"' -eq 0 ] && [ "$(awk "{ print \$3, \$4 }" "'"$T"'/out" | sort -u | wc -l)" -eq 1 ] &&
+           grep -Eqx "0 0/2 nodeB [0-9]+" "'"$T"'/out" && grep -Eqx "1 1/2 nodeB [0-9]+" "'"$T"'/out" &&
+           grep -Eqx "2 1/2 nodeB [0-9]+" "'"$T"'/out"'
+
+MASTER_ADDR=10.1.2.3 MASTER_PORT=23456 cr -H nodeA:2 --rsh "$T/fake-ssh-clean" sh -c 'echo "$MASTER_ADDR:$MASTER_PORT"'
+check "torch env: the environment's MASTER_ADDR/MASTER_PORT reach remote ranks too" \
+    sh -c '[ '"$rc"' -eq 0 ] && [ "$(sort "'"$T"'/out" | tr "\n" " ")" = "10.1.2.3:23456 10.1.2.3:23456 " ]'
+
+cr -v -H nodeA:1 --rsh "$T/fake-ssh-clean" sh -c 'echo "$COHORT_SECRET"'
+check "-v: the launch line shows the torch variables and hides the secret" \
+    sh -c 's=$(cat "'"$T"'/out") && [ '"$rc"' -eq 0 ] && [ ${#s} -eq 64 ] &&
+           grep -q "^cohortrun: rank 0 on nodeA .* RANK=0 .*MASTER_PORT=[0-9]" "'"$T"'/err" &&
+           grep -q "COHORT_SECRET=<hidden>" "'"$T"'/err" && ! grep -q "$s" "'"$T"'/err"'
+check "-v: MASTER_ADDR/MASTER_PORT and where they come from in one line" \
+    grep -q "^cohortrun: MASTER_ADDR=nodeA (rank 0.s host) MASTER_PORT=[0-9]* (random, rank 0 is remote)" "$T/err"
+
+# A real torch.distributed job (gloo) through env://, when /usr/bin/python3 has torch: 2 local
+# ranks, then 2 "hosts" (rank 1 through the clean fake ssh, reaching rank 0's TCPStore at the
+# rendezvous address).
+cat >"$T/torch_job.py" <<'EOF'
+import datetime, torch, torch.distributed as d
+d.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
+t = torch.ones(3) * (d.get_rank() + 1)
+d.all_reduce(t)
+assert t.tolist() == [3.0] * 3, t
+print("torch ok", d.get_rank(), d.get_world_size(), flush=True)
+d.destroy_process_group()
+EOF
+if [ -x "$PY" ] && timeout -k 5 120 "$PY" -c 'import torch.distributed' >/dev/null 2>&1; then
+    DEADLINE=300
+    cr -np 2 "$PY" "$T/torch_job.py"
+    check "torch: cohortrun -np 2 python3 with init_process_group(gloo) and all_reduce" \
+        sh -c '[ '"$rc"' -eq 0 ] && grep -qx "torch ok 0 2" "'"$T"'/out" && grep -qx "torch ok 1 2" "'"$T"'/out"'
+    cr -H localhost:1,nodeA:1 --rsh "$T/fake-ssh-clean" "$PY" "$T/torch_job.py"
+    check "torch: 2 hosts (rank 1 through ssh with an empty environment) meet at MASTER_ADDR" \
+        sh -c '[ '"$rc"' -eq 0 ] && grep -qx "torch ok 0 2" "'"$T"'/out" && grep -qx "torch ok 1 2" "'"$T"'/out"'
+    DEADLINE=30
+else
+    echo "# skipping the torch cases: $PY cannot import torch.distributed"
+fi
 
 # --- timeouts ----------------------------------------------------------------------------
 cr -np 2 --timeout 2 sleep 60

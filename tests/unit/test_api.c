@@ -28,7 +28,9 @@
 #include <unistd.h>
 
 #include "cohort/cohort.h"
+#include "core/bootstrap.h"
 #include "core/comm.h"
+#include "core/config.h"
 #include "core/plugin_loader.h"
 #include "tests/unit/expect.h"
 
@@ -261,6 +263,56 @@ START_TEST(init_from_env)
     EXPECT_OK(cohort_comm_init(&c));
     ck_assert_int_eq(cohort_comm_size(c), 1);
     EXPECT_OK(cohort_comm_destroy(c));
+}
+END_TEST
+
+/* cohortrun sets both its COHORT_* variables and torchrun's (RANK, WORLD_SIZE, MASTER_ADDR,
+ * ... for PyTorch's env://): cohort_comm_init must take the identity from COHORT_* and meet at
+ * COHORT_RENDEZVOUS (served by cohortrun), not at MASTER_ADDR:MASTER_PORT+1. The torchrun values
+ * here differ from the COHORT_* ones, so the test sees which were read. Without COHORT_*, the
+ * same environment is torchrun's. */
+START_TEST(identity_cohortrun_before_torchrun)
+{
+    static const char *const env[][2] = {
+        { "COHORT_RANK", "1" }, { "COHORT_SIZE", "3" }, { "COHORT_LOCAL_RANK", "1" },
+        { "COHORT_LOCAL_SIZE", "3" }, { "COHORT_RENDEZVOUS", "tcp://127.0.0.1:4000" },
+        { "COHORT_RENDEZVOUS_SERVER", "launcher" }, { "COHORT_JOB_ID", "cr-0123456789abcdef" },
+        { "COHORT_SECRET", "s3cret" },
+        { "RANK", "2" }, { "WORLD_SIZE", "5" }, { "LOCAL_RANK", "0" },
+        { "LOCAL_WORLD_SIZE", "1" }, { "MASTER_ADDR", "nosuchhost.invalid" },
+        { "MASTER_PORT", "29500" }, { "TORCHELASTIC_RUN_ID", "other" },
+    };
+    for (size_t i = 0; i < sizeof env / sizeof env[0]; i++) setenv(env[i][0], env[i][1], 1);
+    cohort_config_reset();
+    cohort_identity_t id;
+    EXPECT_OK(cohort_identity_from_env(&id));
+    ck_assert_str_eq(id.launcher, "cohortrun");
+    ck_assert_int_eq(id.rank, 1);
+    ck_assert_int_eq(id.nranks, 3);
+    ck_assert_int_eq(id.local_rank, 1);
+    ck_assert_int_eq(id.local_size, 3);
+    ck_assert_str_eq(id.rendezvous, "tcp://127.0.0.1:4000");
+    ck_assert_int_eq(id.external_server, 1);
+    ck_assert_str_eq(id.job_id, "cr-0123456789abcdef");
+    ck_assert_uint_eq(id.secretlen, 6);
+    ck_assert_int_eq(memcmp(id.secret, "s3cret", 6), 0);
+
+    /* the same environment without cohortrun's variables: torchrun's identity, rank 0 hosting
+     * the rendezvous at MASTER_PORT+1 */
+    for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
+        if (!strncmp(env[i][0], "COHORT_", 7)) unsetenv(env[i][0]);
+    cohort_config_reset();
+    EXPECT_OK(cohort_identity_from_env(&id));
+    ck_assert_str_eq(id.launcher, "torchrun");
+    ck_assert_int_eq(id.rank, 2);
+    ck_assert_int_eq(id.nranks, 5);
+    ck_assert_int_eq(id.local_rank, 0);
+    ck_assert_int_eq(id.local_size, 1);
+    ck_assert_str_eq(id.rendezvous, "tcp://nosuchhost.invalid:29501");
+    ck_assert_int_eq(id.external_server, 0);
+    ck_assert_str_eq(id.job_id, "torch-other");
+    for (size_t i = 0; i < sizeof env / sizeof env[0]; i++) unsetenv(env[i][0]);
+    cohort_config_reset();
 }
 END_TEST
 
@@ -1088,6 +1140,7 @@ static Suite *api_suite(void)
     tcase_add_test(init, init_oob_args);
     tcase_add_test(init, init_from_env);
     tcase_add_test(init, own_timeout_and_names);
+    tcase_add_test(init, identity_cohortrun_before_torchrun);
     tcase_add_loop_test(init, bad_setting_fails_creation, 0, NBAD);
     suite_add_tcase(s, init);
 
