@@ -44,3 +44,4 @@ check_PROGRAMS += examples/allreduce
 examples_allreduce_SOURCES = examples/allreduce.c
 examples_allreduce_LDADD = libcohort.la
 EXTRA_DIST += examples/mpi_bootstrap.c
+EXTRA_DIST += examples/python/train_digits.py examples/python/README.md

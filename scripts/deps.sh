@@ -6,9 +6,12 @@ set -euo pipefail
 # libibverbs-dev: the verbs transport; ibverbs-providers (rxe) and qemu-system-x86 busybox-static
 # cpio kmod xz-utils file: tests/verbs/test_rxe.sh's guest with a Soft-RoCE device (../shared/tools/rxe-vm).
 # libucx-dev: the UCX transport (transports/ucx); ucx-utils: ucx_info, to see what UCX finds.
+# python3-torch libtorch-dev pybind11-dev python3-dev: the PyTorch backend (python/);
+# python3-numpy python3-sklearn: the digits example and its tests (sklearn's bundled dataset).
 pkgs="build-essential autoconf automake libtool pkg-config check libsubunit-dev libhwloc-dev
       iproute2 procps python3 clang libclang-rt-14-dev valgrind libibverbs-dev ibverbs-providers
-      qemu-system-x86 busybox-static cpio kmod xz-utils file libucx-dev ucx-utils"
+      qemu-system-x86 busybox-static cpio kmod xz-utils file libucx-dev ucx-utils
+      python3-torch libtorch-dev pybind11-dev python3-dev python3-numpy python3-sklearn"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
