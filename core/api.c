@@ -970,3 +970,27 @@ cohort_status_t cohort_comm_name_next(cohort_comm_t *comm, const char *name)
     memcpy(comm->next_name, name, len + 1);
     return COHORT_SUCCESS;
 }
+
+cohort_status_t cohort_comm_set_timeout(cohort_comm_t *comm, double timeout_s)
+{
+    const char *fn = "cohort_comm_set_timeout";
+    cohort_status_t st = cohort_comm_check(comm, fn);
+    if (st) return st;
+    if (!(timeout_s >= 0.1 && timeout_s <= 1e7))
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s: timeout_s %g is not a number of "
+                            "seconds in [0.1, 1e7]", fn, timeout_s);
+    /* the waits of a running operation read it: only between operations */
+    if (comm->engine && cohort_engine_busy(comm))
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s on rank %d: non-blocking operations "
+                            "are outstanding; set the timeout before issuing them or after "
+                            "waiting for them", fn, comm->rank);
+    if ((st = cohort_comm_acquire(comm, fn))) return st;
+    cohort_comm_t *all[3] = { comm, comm->hier_node, comm->hier_cross };
+    for (int i = 0; i < 3; i++)
+        if (all[i]) {
+            all[i]->timeout_s = timeout_s;
+            all[i]->timeout_given = 1;
+        }
+    cohort_comm_release(comm);
+    return COHORT_SUCCESS;
+}

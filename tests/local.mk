@@ -11,3 +11,4 @@ include tests/netns/local.mk
 include tests/unit/topo.mk
 include tests/fuzz/local.mk
 include tests/verbs/local.mk
+include tests/python/local.mk

@@ -92,6 +92,11 @@ cohort_status_t cohort_comm_init_oob(int rank, int nranks, cohort_oob_allgather_
 cohort_status_t cohort_comm_init_oob_timeout(int rank, int nranks,
                                              cohort_oob_allgather_fn allgather, void *ctx,
                                              double timeout_s, cohort_comm_t **comm);
+/* Gives comm (made by any init or split) its own timeout from now on, as above: every later
+ * wait on it, and on communicators split from it afterwards. Between operations only (refused
+ * while non-blocking ones are outstanding or a call runs). Not a collective, but ranks that
+ * disagree on it time out at different moments. */
+cohort_status_t cohort_comm_set_timeout(cohort_comm_t *comm, double timeout_s);
 
 /* Collective over comm. Ranks with the same color form a new communicator, ordered by key (ties
  * by old rank). A negative color yields *out == NULL. An aborted communicator cannot be split

@@ -1,6 +1,8 @@
 // ProcessGroupCohort (process_group.hpp says how it works).
 #include "process_group.hpp"
 
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <stdexcept>
@@ -213,6 +215,19 @@ struct StoreGather {
   }
 };
 
+// The first group of a process whose ranks are exactly cohortrun's job (every rank decides the
+// same: same environment, same sequence of groups). Once per process: cohort_comm_init joins
+// the job once.
+bool joins_cohortrun_job(int rank, int size)
+{
+  static std::atomic<bool> joined{false};
+  const char* rdv = std::getenv("COHORT_RENDEZVOUS");
+  const char* r = std::getenv("COHORT_RANK");
+  const char* n = std::getenv("COHORT_SIZE");
+  if (!rdv || !*rdv || !r || !n || std::atoi(r) != rank || std::atoi(n) != size) return false;
+  return !joined.exchange(true);
+}
+
 }  // namespace
 
 // ---- WorkCohort ---------------------------------------------------------------------------
@@ -257,8 +272,21 @@ ProcessGroupCohort::ProcessGroupCohort(const c10::intrusive_ptr<c10d::Store>& st
   // this rank's count of cohort process groups made over this store (every rank's agrees)
   int64_t nth = store->add("cohort/made/" + std::to_string(rank), 1);
   g.prefix = "cohort/" + std::to_string(nth) + "/";
-  cohort_status_t st = cohort_comm_init_oob_timeout(rank, size, StoreGather::call, &g,
-                                                    timeout_s, &comm_);
+  store_ = store;
+  key_prefix_ = g.prefix;
+  cohort_status_t st;
+  if (joins_cohortrun_job(rank, size)) {
+    // the whole job launched by cohortrun: join it through its rendezvous, whose control
+    // channel tells every rank which rank failed first even when the store's host (rank 0) is
+    // gone (communicators made through a store have no such channel)
+    st = cohort_comm_init(&comm_);
+    if (st == COHORT_SUCCESS && (st = cohort_comm_set_timeout(comm_, timeout_s))) {
+      cohort_comm_destroy(comm_);
+      comm_ = nullptr;
+    }
+  } else {
+    st = cohort_comm_init_oob_timeout(rank, size, StoreGather::call, &g, timeout_s, &comm_);
+  }
   TORCH_CHECK(st == COHORT_SUCCESS, "cohort: creating the process group (rank ", rank, " of ",
               size, ") failed: ", cohort_message(st),
               g.error.empty() ? "" : " (the c10d store said: " + g.error + ")");
@@ -298,7 +326,34 @@ void ProcessGroupCohort::watch()
       }
     }
     w->reqs.clear();
+    if (first != COHORT_SUCCESS) msg = groupFailure(msg);
     w->complete(first, msg);
+  }
+}
+
+// Communicators made through a store have no job control channel (cohort_comm_init_oob), so a
+// rank that failed only because a neighbour hung up after its own failure would name that
+// neighbour, not the rank at fault. The store is the group's channel instead: the first rank to
+// fail posts its message, and a rank failing later adds that first failure to its own message
+// (waiting up to a second for it to be posted). Store errors are ignored: the store's host may
+// be the rank that died.
+std::string ProcessGroupCohort::groupFailure(const std::string& mine)
+{
+  if (failed_) return mine;
+  failed_ = true;
+  try {
+    std::string key = key_prefix_ + "failure";
+    std::string me = "rank " + std::to_string(rank_) + ": " + mine;
+    if (store_->add(key_prefix_ + "failures", 1) == 1) {
+      store_->set(key, std::vector<uint8_t>(me.begin(), me.end()));
+      return mine;
+    }
+    store_->wait({key}, std::chrono::milliseconds(1000));
+    std::vector<uint8_t> v = store_->get(key);
+    return mine + " [the first failure in this process group was on " +
+           std::string(v.begin(), v.end()) + "]";
+  } catch (const std::exception&) {
+    return mine;
   }
 }
 

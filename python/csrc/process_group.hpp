@@ -115,8 +115,12 @@ class ProcessGroupCohort : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> run(c10d::OpType type, const char* name,
                                      std::vector<at::Tensor> outputs, const Issue& issue);
   void watch();
+  std::string groupFailure(const std::string& mine);
 
   cohort_comm_t* comm_ = nullptr;
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::string key_prefix_;              // this group's keys in the store ("cohort/<n>/")
+  bool failed_ = false;                 // the watcher: a failure was reported to the group
   std::mutex issue_mu_;                 // cohort: one thread at a time issues on a communicator
   std::mutex q_mu_;
   std::condition_variable q_cv_;

@@ -101,6 +101,7 @@ static cohort_status_t call_split(cohort_comm_t *c)
 }
 static cohort_status_t call_abort(cohort_comm_t *c) { return cohort_comm_abort(c); }
 static cohort_status_t call_name_next(cohort_comm_t *c) { return cohort_comm_name_next(c, "x"); }
+static cohort_status_t call_set_timeout(cohort_comm_t *c) { return cohort_comm_set_timeout(c, 5); }
 static cohort_status_t call_destroy(cohort_comm_t *c) { return cohort_comm_destroy(c); }
 
 typedef struct call {
@@ -120,6 +121,7 @@ static const call_t CALLS[] = {
     { "cohort_comm_split", call_split, 1 },
     { "cohort_comm_abort", call_abort, 0 },
     { "cohort_comm_name_next", call_name_next, 0 },
+    { "cohort_comm_set_timeout", call_set_timeout, 0 },
     { "cohort_comm_destroy", call_destroy, 0 },
 };
 #define NCALLS (sizeof CALLS / sizeof CALLS[0])
@@ -1108,6 +1110,10 @@ START_TEST(own_timeout_and_names)
         ck_assert_ptr_null(c);
     }
     EXPECT_OK(cohort_comm_init_oob_timeout(0, 1, oob_self, NULL, 0.5, &c));
+    EXPECT_ERR(cohort_comm_set_timeout(c, 0.05), "cohort_comm_set_timeout: timeout_s 0.05",
+               "[0.1, 1e7]");
+    EXPECT_ERR(cohort_comm_set_timeout(c, NAN), "cohort_comm_set_timeout", "[0.1, 1e7]");
+    EXPECT_OK(cohort_comm_set_timeout(c, 2));
     char name[COHORT_NAME_MAX + 1];
     memset(name, 'g', sizeof name - 1);
     name[COHORT_NAME_MAX] = '\0';
