@@ -372,7 +372,9 @@ int main(int argc, char **argv)
         printf("ok: rank %d: both allreduces completed\n", rank);
         cohort_comm_destroy(world);
     } else if (!strcmp(mode, "stall")) {
-        if (rank == 2) sleep_s(4.0);
+        /* reports come every COHORT_STALL_WARN (1 s): several while rank 2 sleeps, so that one
+         * comes after rank 1 joined rank 0 even when a loaded machine starts rank 1 late */
+        if (rank == 2) sleep_s(10.0);
         st = cohort_allreduce(world, buf, buf, 8, COHORT_FLOAT32, COHORT_SUM);
         if (st) FAIL("allreduce: %s", cohort_last_error());
         printf("ok: rank %d: the late allreduce completed\n", rank);

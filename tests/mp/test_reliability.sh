@@ -88,7 +88,8 @@ run_case "the stall report names the rank that has not joined (COHORT_STALL_WARN
     COHORT_STALL_WARN=1 "$0" -np 3 "$1" stall >"$2/stall" 2>&1 || { cat "$2/stall"; exit 1; }
     grep -A4 "stall report" "$2/stall"
     grep -q "stall report: 2 of 3 ranks are stuck" "$2/stall" &&
-    grep -A3 "stall report" "$2/stall" | grep -q "not in any collective.*: rank 2$"' \
+    grep -A3 "stall report" "$2/stall" | grep -q "not in any collective.*: rank 2$" ||
+        { cat "$2/stall"; exit 1; }' \
     "$COHORTRUN" "$CT" "$tmp"
 # A rank stopped (SIGSTOP) before its 21st allreduce: every other rank's timeout names it as
 # the one that never joined, not only the neighbour it waited on (three runs over tcp, where a
