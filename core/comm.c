@@ -628,14 +628,14 @@ static void hier_setup(cohort_comm_t *c, char *plan, size_t planlen)
     free(all);
 }
 
-/* After a local failure, still takes part in the remaining exchange rounds so that the other
- * ranks learn about it instead of waiting. */
 const char *cohort_comm_timeout_source(const cohort_comm_t *comm)
 {
-    return comm->timeout_given ? "the timeout the communicator was created with (its framework's "
+    return comm->timeout_given ? "the timeout the communicator was given (its framework's "
                                  "timeout)" : "COHORT_TIMEOUT";
 }
 
+/* After a local failure, still takes part in the remaining exchange rounds so that the other
+ * ranks learn about it instead of waiting. */
 static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_t comm_id,
                                    int64_t key, int world, double timeout_s, cohort_comm_t **out)
 {

@@ -63,7 +63,8 @@ struct cohort_comm {
     unsigned spin;                       /* COHORT_SPIN: fruitless polls before sleeping */
     uint64_t spin_ns;                    /* COHORT_SPIN_US: and this long, unless oversubscribed */
     double timeout_s;
-    int timeout_given;                   /* timeout_s came from cohort_comm_init_oob_timeout */
+    int timeout_given;                   /* timeout_s is its own: cohort_comm_init_oob_timeout,
+                                            cohort_comm_set_timeout, or its parent's */
     size_t chunk;
     cohort_algo_spec_t algo_spec;
     void *scratch[2];
@@ -103,7 +104,7 @@ struct cohort_comm {
 /* "allreduce #12 (count 1000, float32, sum, root -1)": the collective in progress, for messages. */
 const char *cohort_comm_desc(cohort_comm_t *comm);
 /* What a timeout message tells the user to change: "COHORT_TIMEOUT", or the communicator's own
- * timeout (cohort_comm_init_oob_timeout, inherited by its splits). */
+ * timeout (cohort_comm_init_oob_timeout or cohort_comm_set_timeout, inherited by its splits). */
 const char *cohort_comm_timeout_source(const cohort_comm_t *comm);
 
 /* Validates a communicator handle from the user (NULL, destroyed). */

@@ -1079,7 +1079,7 @@ static void body_own_timeout(int rank, cohort_comm_t *c, pair_t *p)
         clock_gettime(CLOCK_MONOTONIC, &t0);
         P_EXPECT(cohort_allreduce(i ? c : sub, v, v, 5, COHORT_INT32, COHORT_SUM),
                  COHORT_ERR_TIMEOUT, "stalled for 1 s");
-        P_CHECK(strstr(cohort_last_error(), "the timeout the communicator was created with"),
+        P_CHECK(strstr(cohort_last_error(), "the timeout the communicator was given"),
                 "the message does not name the communicator's timeout: %s",
                 cohort_last_error());
         /* not a performance bound: 300 s (COHORT_TIMEOUT) would mean the wrong timeout held */
