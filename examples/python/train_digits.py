@@ -52,6 +52,9 @@ def parse_args():
                    help="gradient compression: hvd.Compression.* or DDP's fp16_compress_hook")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--width", type=int, default=16, help="channels of the first conv layer")
+    p.add_argument("--hidden", type=int, default=64,
+                   help="units of the hidden fully connected layer (large: gradients outweigh "
+                        "compute, as in a communication-bound model; default 64)")
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
     p.add_argument("--check", action="store_true",
                    help="fail unless every rank ends with identical parameters and the test "
@@ -61,12 +64,12 @@ def parse_args():
 
 
 class Net(nn.Module):
-    def __init__(self, width):
+    def __init__(self, width, hidden=64):
         super().__init__()
         self.conv1 = nn.Conv2d(1, width, 3, padding=1)
         self.conv2 = nn.Conv2d(width, 2 * width, 3, padding=1)
-        self.fc1 = nn.Linear(2 * width * 4 * 4, 64)
-        self.fc2 = nn.Linear(64, 10)
+        self.fc1 = nn.Linear(2 * width * 4 * 4, hidden)
+        self.fc2 = nn.Linear(hidden, 10)
 
     def forward(self, x):
         x = F.relu(self.conv1(x))
@@ -160,7 +163,7 @@ def main():
     # Each rank starts from different weights on purpose: DDP's constructor and
     # hvd.broadcast_parameters must make them equal (--check sees it when they do not).
     torch.manual_seed(args.seed + rank)
-    model = Net(args.width)
+    model = Net(args.width, args.hidden)
     n_params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
 
@@ -239,10 +242,11 @@ def main():
                       file=sys.stderr, flush=True)
     if rank == 0:
         print("backend=%s api=%s world=%d epochs=%d final_acc=%.4f mean_epoch_s=%.4f "
-              "compression=%s batch_size=%d lr=%g width=%d threads=%d seed=%d check=%s" % (
+              "compression=%s batch_size=%d lr=%g width=%d hidden=%d threads=%d seed=%d "
+              "check=%s" % (
                   args.backend, args.api, world, args.epochs, acc, mean_epoch_s,
-                  args.compression, args.batch_size, args.lr, args.width, args.threads,
-                  args.seed, check), flush=True)
+                  args.compression, args.batch_size, args.lr, args.width, args.hidden,
+                  args.threads, args.seed, check), flush=True)
 
     # Teardown. torch 1.13 can deadlock here: destroying a process group joins its worker
     # threads while holding the GIL, and a worker still releasing the last reference to a
