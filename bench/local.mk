@@ -15,4 +15,4 @@ dist_noinst_SCRIPTS += bench/scaling_model.py
 # A performance script (root): allreduce across network namespaces over a tbf-shaped link.
 dist_noinst_SCRIPTS += bench/netns-bench.sh bench/netns-nb.sh
 EXTRA_DIST += bench/torch_bench.py
-dist_noinst_SCRIPTS += bench/netns-torch.sh
+dist_noinst_SCRIPTS += bench/netns-torch.sh bench/netns_pair.sh

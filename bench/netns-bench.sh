@@ -44,14 +44,8 @@ done
 if [ -z "$OUTDIR" ]; then OUTDIR=$(mktemp -d "${TMPDIR:-/tmp}/netns-bench.XXXXXX"); fi
 mkdir -p "$OUTDIR"
 
-. "$srcdir/tests/netns/lib.sh"
-# cohortrun forwards every COHORT_* of its environment to the ranks: start from none of them
-for v in $(env | sed -n 's/^\(COHORT_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
-netns_setup
-netns_add_host a eth0 && netns_add_host b eth0 || { echo "netns-bench: cannot create the hosts" >&2; exit 1; }
-netns_shape a eth0 "$RATE" && netns_shape b eth0 "$RATE" ||
-    { echo "netns-bench: tc tbf failed (is sch_tbf available?)" >&2; exit 1; }
-A=$(netns_ns a) B=$(netns_ns b)
+. "$here/netns_pair.sh"
+netns_shaped_pair netns-bench "$RATE"
 echo "# netns-bench: 2 nodes x 2 ranks, each node's link shaped to $RATE both ways" \
      "(tbf burst $(netns_burst "$RATE") B, latency 20ms); logs in $OUTDIR"
 

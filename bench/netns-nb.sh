@@ -35,13 +35,8 @@ done
 if [ -z "$OUTDIR" ]; then OUTDIR=$(mktemp -d "${TMPDIR:-/tmp}/netns-nb.XXXXXX"); fi
 mkdir -p "$OUTDIR"
 
-. "$srcdir/tests/netns/lib.sh"
-for v in $(env | sed -n 's/^\(COHORT_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
-netns_setup
-netns_add_host a eth0 && netns_add_host b eth0 || { echo "netns-nb: cannot create the hosts" >&2; exit 1; }
-netns_shape a eth0 "$RATE" && netns_shape b eth0 "$RATE" ||
-    { echo "netns-nb: tc tbf failed (is sch_tbf available?)" >&2; exit 1; }
-A=$(netns_ns a) B=$(netns_ns b)
+. "$here/netns_pair.sh"
+netns_shaped_pair netns-nb "$RATE"
 echo "# netns-nb: 2 nodes x 1 rank, each node's link shaped to $RATE both ways; logs in $OUTDIR"
 
 run() { # label, then cohortrun's options and the bench's arguments

@@ -29,13 +29,8 @@ CR=$BUILD/tools/cohortrun
 [ -x "$CR" ] && [ -d "$BUILD/python-stage" ] ||
     { echo "netns-torch: no cohortrun or python-stage in $BUILD (give it with -B)" >&2; exit 2; }
 
-. "$srcdir/tests/netns/lib.sh"
-for v in $(env | sed -n 's/^\(COHORT_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
-netns_setup
-netns_add_host a eth0 && netns_add_host b eth0 || { echo "netns-torch: cannot create the hosts" >&2; exit 1; }
-netns_shape a eth0 "$RATE" && netns_shape b eth0 "$RATE" ||
-    { echo "netns-torch: tc tbf failed (is sch_tbf available?)" >&2; exit 1; }
-A=$(netns_ns a) B=$(netns_ns b)
+. "$here/netns_pair.sh"
+netns_shaped_pair netns-torch "$RATE"
 addr_a=$(ip -n "$A" -4 -o addr show dev eth0 | awk '{ sub("/.*", "", $4); print $4 }')
 echo "# netns-torch: 2 nodes x 1 rank, links shaped to $RATE; example args: $*"
 for run in "hvd cohort fp16" "hvd gloo fp16" "ddp cohort none" "ddp gloo none"; do
