@@ -1762,6 +1762,32 @@ static cohort_status_t ux_get_attr(cohort_tp_ctx_t ctxv, cohort_transport_attr_t
     return COHORT_SUCCESS;
 }
 
+/* Lets the worker finish what UCX started on its own before ucp_worker_destroy: a peer's
+ * connection that wireup accepted for an endpoint of ours never made (the collective failed
+ * before this rank reached that peer) may still queue its wireup reply behind a tcp connect,
+ * and Debian's UCX 1.13 asserts (abort) when the worker's destroy purges such a reply (seen under
+ * ASan, 3 runs in 30 of a 3-rank job whose first broadcast mismatched; upstream later dropped
+ * the assertion, openucx/ucx#8175). A worker flush waits for exactly that. Bounded by
+ * UX_CLOSE_FLUSH_S: a peer that stopped reading costs at most that, and what is left is
+ * purged as before. Our own ucp_eps are closed by now, so no user memory is read. */
+static void worker_settle(ux_ep_t *ep)
+{
+    ucp_request_param_t prm;
+    memset(&prm, 0, sizeof prm);
+    ucs_status_ptr_t p = ucp_worker_flush_nbx(ep->worker, &prm);
+    if (!UCS_PTR_IS_PTR(p)) return;
+    double until = now_s() + UX_CLOSE_FLUSH_S;
+    while (ucp_request_check_status(p) == UCS_INPROGRESS && now_s() < until) {
+        if (ucp_worker_progress(ep->worker)) continue;
+        if (ucp_worker_arm(ep->worker) == UCS_OK) {
+            struct pollfd pf = { ep->efd, POLLIN, 0 };
+            (void)poll(&pf, 1, 1);
+        }
+    }
+    if (ucp_request_check_status(p) == UCS_INPROGRESS) ucp_request_cancel(ep->worker, p);
+    ucp_request_free(p);
+}
+
 static void ep_destroy(ux_ep_t *ep)
 {
     while (ep->conns) conn_destroy(ep->conns);
@@ -1800,6 +1826,7 @@ static void ep_destroy(ux_ep_t *ep)
             }
             free(junk);
         }
+        worker_settle(ep);
         if (ep->addr) ucp_worker_release_address(ep->worker, ep->addr);
         ucp_worker_destroy(ep->worker);
     }
