@@ -362,6 +362,15 @@ static void census_locked(cohort_comm_t *comm, const failure_t *f, char *out, si
                  shown > 6 ? "; ..." : "");
 }
 
+cohort_status_t cohort_jobctl_await(cohort_comm_t *comm)
+{
+    if (!comm->world_of) return COHORT_SUCCESS;
+    pthread_mutex_lock(&mu);
+    if (g_cl && cohort_rdv_fd(g_cl) >= 0) wait_for(comm, CAUSE_WAIT_MS, has_failure, 0);
+    pthread_mutex_unlock(&mu);
+    return cohort_jobctl_check(comm);
+}
+
 cohort_status_t cohort_jobctl_failure(cohort_comm_t *comm, cohort_status_t st, int peer)
 {
     if (st != COHORT_ERR_PEER_LOST && st != COHORT_ERR_TIMEOUT && st != COHORT_ERR_MISMATCH &&

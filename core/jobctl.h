@@ -31,6 +31,10 @@ int cohort_jobctl_fd(void);
 /* Non-blocking. COHORT_SUCCESS, or (with a message naming the rank at fault) the job's failure
  * as it affects comm's collective in progress. */
 cohort_status_t cohort_jobctl_check(cohort_comm_t *comm);
+/* As cohort_jobctl_check, after waiting up to the time a notice takes to reach every rank
+ * (CAUSE_WAIT_MS) for one that concerns comm: for a peer that hung up without a word, which is
+ * often the consequence of a failure that the job is telling every rank in turn. */
+cohort_status_t cohort_jobctl_await(cohort_comm_t *comm);
 /* How many failures the job has heard of (a cheap test at the start of every collective: a
  * communicator looks closer when the number changed). */
 unsigned cohort_jobctl_failures(void);

@@ -615,6 +615,31 @@ cohort_status_t cohort_p2p_token_sync(cohort_comm_t *comm)
     return tokens_retire(comm, comm->tok_count);
 }
 
+/* The job's word on comm as it concerns last (the call being confirmed, which its message
+ * names): COHORT_ERR_MISMATCH when another rank found the mismatch. wait: first wait for a
+ * notice still on its way. */
+static cohort_status_t job_verdict(cohort_comm_t *comm, token_call_t last, int wait)
+{
+    cohort_coll_args_t a = { .coll = (cohort_coll_t)last.coll, .count = (size_t)last.count,
+                             .dtype = (cohort_dtype_t)last.dtype, .op = (cohort_op_t)last.op,
+                             .root = (int)last.root };
+    uint64_t seq = comm->seq;
+    comm->cur = &a;
+    comm->seq = last.seq;
+    cohort_status_t js = wait ? cohort_jobctl_await(comm) : cohort_jobctl_check(comm);
+    comm->cur = NULL;
+    comm->seq = seq;
+    return js;
+}
+
+static cohort_status_t mismatch_at_destroy(cohort_comm_t *comm)
+{
+    return cohort_error(COHORT_ERR_MISMATCH, "cohort_comm_destroy on rank %d: its last "
+                        "collectives did not match (the communicator is destroyed all the "
+                        "same; what they returned here may be wrong): %s", comm->rank,
+                        cohort_last_error());
+}
+
 cohort_status_t cohort_p2p_token_finish(cohort_comm_t *comm, int wait_ms)
 {
     if (comm->broken || atomic_load(&comm->aborted)) return COHORT_SUCCESS;
@@ -629,24 +654,24 @@ cohort_status_t cohort_p2p_token_finish(cohort_comm_t *comm, int wait_ms)
          * failures of the job are not this call's: the tokens' test below hears of a lost
          * peer.) */
         token_call_t last = token_decode(token_at(comm, comm->tok_count - 1)->mine);
-        cohort_coll_args_t a = { .coll = (cohort_coll_t)last.coll,
-                                 .count = (size_t)last.count, .dtype = (cohort_dtype_t)last.dtype,
-                                 .op = (cohort_op_t)last.op, .root = (int)last.root };
-        uint64_t seq = comm->seq;
-        comm->cur = &a;
-        comm->seq = last.seq;
-        cohort_status_t js = cohort_jobctl_check(comm);
-        comm->cur = NULL;
-        comm->seq = seq;
-        if (js == COHORT_ERR_MISMATCH) {
+        if (job_verdict(comm, last, 0) == COHORT_ERR_MISMATCH) {
             cohort_error_log_level(level);
-            return cohort_error(js, "cohort_comm_destroy on rank %d: its last collectives did "
-                                "not match (the communicator is destroyed all the same; what "
-                                "they returned here may be wrong): %s", comm->rank,
-                                cohort_last_error());
+            return mismatch_at_destroy(comm);
         }
         cohort_status_t st = tokens_check(comm, &differ);
         if (!st && comm->tok_count) st = cohort_p2p_progress(comm);
+        if (st && !differ) {
+            /* The rank before this one hung up before confirming. Often that is because
+             * another rank found a mismatch and the job told that rank first (the notice
+             * reaches the ranks in turn): this rank's copy may still be on its way. */
+            char lost[1024];
+            snprintf(lost, sizeof lost, "%s", cohort_last_error());
+            if (job_verdict(comm, last, 1) == COHORT_ERR_MISMATCH) {
+                cohort_error_log_level(level);
+                return mismatch_at_destroy(comm);
+            }
+            cohort_error_restore(lost);
+        }
         cohort_error_log_level(level);
         if (st && differ)
             return cohort_error(st, "cohort_comm_destroy on rank %d: its last collectives did not "
