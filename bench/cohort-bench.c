@@ -123,7 +123,7 @@ typedef struct {
 enum {
     OPT_CHECK = 256, OPT_TRANSPORT, OPT_ALGO, OPT_JSON, OPT_CSV, OPT_LABEL, OPT_SVG, OPT_FROM,
     OPT_LABELS, OPT_TITLE, OPT_YLOG, OPT_SAME, OPT_MEM, OPT_TOUCH, OPT_FRESH,
-    OPT_NONBLOCKING, OPT_GROUP, OPT_OVERLAP
+    OPT_NONBLOCKING, OPT_GROUP, OPT_OVERLAP, OPT_VERSION
 };
 
 static void usage(FILE *f, const char *prog)
@@ -180,6 +180,7 @@ static void usage(FILE *f, const char *prog)
         "                           compute and both (us, max over ranks, median of 5) and\n"
         "                           both / max(comm, compute) (1.0: fully hidden)\n"
         "  -h, --help               this text\n"
+        "      --version            print the version\n"
         "Output (rank 0): nccl-tests' columns (size count type redop root, then time algbw busbw\n"
         "#wrong out of place and in place), then min/max time across ranks and the algorithm.\n"
         "Exit status 1 if any element was wrong or any call failed, 2 on bad usage.\n",
@@ -267,6 +268,7 @@ static int parse_options(int argc, char **argv, opts_t *o)
         { "group", required_argument, 0, OPT_GROUP },
         { "overlap", no_argument, 0, OPT_OVERLAP },
         { "help", no_argument, 0, 'h' },
+        { "version", no_argument, 0, OPT_VERSION },
         { 0, 0, 0, 0 }
     };
     const char *prog = argv[0];
@@ -427,6 +429,9 @@ static int parse_options(int argc, char **argv, opts_t *o)
         case OPT_TOUCH: o->touch = 1; break;
         case OPT_FRESH: o->fresh = 1; break;
         case OPT_OVERLAP: o->overlap = 1; break;
+        case OPT_VERSION:
+            printf("cohort-bench (cohort) %s\n", cohort_version());
+            return 1;
         case OPT_NONBLOCKING:
         case OPT_GROUP:
             if (parse_long(optarg, 1, 1 << 20, &v)) {

@@ -21,7 +21,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-const char *cohort_version(void) { return "0.1.0"; }
+const char *cohort_version(void) { return COHORT_VERSION_STRING; }
 
 size_t cohort_dtype_size(cohort_dtype_t dtype)
 {

@@ -36,4 +36,4 @@ libcohort_la_SOURCES = \
 	$(coll_sources) core/coll/transport.c
 libcohort_la_CFLAGS = $(AM_CFLAGS) -O3 $(VEC_CFLAGS) -pthread
 libcohort_la_LIBADD = -lpthread -lm
-libcohort_la_LDFLAGS = -version-info 0:0:0
+libcohort_la_LDFLAGS = -version-info $(COHORT_LT_VERSION)

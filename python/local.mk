@@ -18,7 +18,7 @@ cohorttorch_DATA = $(COHORT_TORCH_PY)
 cohorttorch_LTLIBRARIES = python/cohort/torch/_C.la
 python_cohort_torch__C_la_SOURCES = python/csrc/process_group.cpp python/csrc/process_group.hpp \
 	python/csrc/module.cpp
-python_cohort_torch__C_la_CPPFLAGS = -I$(top_srcdir)/include $(TORCH_CPPFLAGS)
+python_cohort_torch__C_la_CPPFLAGS = -I$(top_builddir)/include -I$(top_srcdir)/include $(TORCH_CPPFLAGS)
 python_cohort_torch__C_la_CXXFLAGS = -std=c++17 $(WARN_CFLAGS)
 python_cohort_torch__C_la_LDFLAGS = -module -avoid-version -shared $(TORCH_LDFLAGS)
 python_cohort_torch__C_la_LIBADD = libcohort.la $(TORCH_LIBS)

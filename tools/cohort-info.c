@@ -17,6 +17,7 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: cohort-info [--plugins] [--settings] [--interfaces] [--all]\n"
+               "       cohort-info --version\n"
                "       cohort-info --topology [--topo-file FILE] [--nodes N] [--ranks-per-node R]\n"
                "                   [--map-by slot|node]\n"
                "       cohortrun -np N [...] cohort-info --peers\n"
@@ -356,6 +357,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--all")) plugins = settings = ifs = 1;
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--version")) {
+            printf("cohort-info (cohort) %s\n", cohort_version());
             return 0;
         } else {
             fprintf(stderr, "cohort-info: unknown option '%s'\n", argv[i]);

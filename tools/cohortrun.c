@@ -355,8 +355,7 @@ static void parse_options(int argc, char **argv, opts_t *o)
             usage(stdout);
             exit(0);
         } else if (!strcmp(a, "--version")) {
-            printf("cohortrun (cohort) %d.%d.%d\n", COHORT_VERSION_MAJOR, COHORT_VERSION_MINOR,
-                   COHORT_VERSION_PATCH);
+            printf("cohortrun (cohort) %s\n", cohort_version());
             exit(0);
         } else if ((v = opt_arg(argc, argv, &i, a, "-np")) ||
                    (v = opt_arg(argc, argv, &i, a, "-n")) ||

@@ -23,9 +23,7 @@
 extern "C" {
 #endif
 
-#define COHORT_VERSION_MAJOR 0
-#define COHORT_VERSION_MINOR 1
-#define COHORT_VERSION_PATCH 0
+#include "cohort/version.h"   /* COHORT_VERSION_MAJOR, _MINOR, _PATCH, _STRING */
 
 /* Negative values are errors (as in libfabric). */
 typedef enum {

@@ -203,8 +203,16 @@ cr -np 2 -H localhost --hostfile "$T/hosts" true
 check "-H and --hostfile together: exit 2" rc_is 2
 cr --help
 check "--help: usage on stdout, exit 0" sh -c '[ '"$rc"' -eq 0 ] && grep -q "Usage: cohortrun" "'"$T"'/out"'
+# Every tool says the version configure gave (include/cohort/version.h), the same for all.
+ver=$(sed -n 's/^#define COHORT_VERSION_STRING "\(.*\)"$/\1/p' "$top_builddir/include/cohort/version.h")
 cr --version
-check "--version: exit 0" sh -c '[ '"$rc"' -eq 0 ] && grep -q "cohortrun" "'"$T"'/out"'
+check "--version: 'cohortrun (cohort) $ver', exit 0" \
+    sh -c '[ '"$rc"' -eq 0 ] && [ "$(cat "'"$T"'/out")" = "cohortrun (cohort) '"$ver"'" ]'
+for tool in tools/cohort-info bench/cohort-bench; do
+    out=$("$top_builddir/$tool" --version 2>&1); trc=$?
+    check "${tool#*/} --version: '${tool#*/} (cohort) $ver', exit 0" \
+        sh -c '[ '"$trc"' -eq 0 ] && [ "$1" = "$2 (cohort) $3" ] && [ -n "$3" ]' - "$out" "${tool#*/}" "$ver"
+done
 
 # --- remote ranks through an rsh agent ----------------------------------------------------
 # A fake ssh: records its arguments, then runs the remote command line with a shell, as sshd does.

@@ -640,7 +640,11 @@ START_TEST(misc_functions)
     const int unknown[] = { 2, -12, 100, -100, INT_MAX, INT_MIN };
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
         ck_assert_str_eq(cohort_strerror((cohort_status_t)unknown[i]), "unknown status");
-    ck_assert_ptr_nonnull(cohort_version());
+    ck_assert_str_eq(cohort_version(), COHORT_VERSION_STRING);   /* the header's = the library's */
+    char parts[32];
+    snprintf(parts, sizeof parts, "%d.%d.%d", COHORT_VERSION_MAJOR, COHORT_VERSION_MINOR,
+             COHORT_VERSION_PATCH);
+    ck_assert_str_eq(cohort_version(), parts);
     ck_assert_ptr_nonnull(cohort_last_error());
     cohort_comm_t *c = one_rank();
     ck_assert_ptr_null(cohort_comm_peer_transport(c, 0));   /* itself: no transport */

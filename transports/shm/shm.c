@@ -111,7 +111,7 @@
 #endif
 
 #define SUBSYS "shm"
-#define SHM_PLUGIN_VERSION "0.1.0"
+#define SHM_PLUGIN_VERSION COHORT_VERSION_STRING   /* the package's (configure) */
 #define SHM_ADDR_MAGIC 0x53484d41u          /* "SHMA" */
 #define SHM_SEG_MAGIC 0x636f686f7274534dull  /* "cohortSM" */
 #define SHM_LAYOUT_VERSION 4u

@@ -50,7 +50,7 @@
 #include <unistd.h>
 
 #define SUBSYS "net"
-#define TCP_PLUGIN_VERSION "0.1.0"
+#define TCP_PLUGIN_VERSION COHORT_VERSION_STRING   /* the package's (configure) */
 #define TCP_DEFAULT_NSOCKS 2
 #define TCP_STAGE_SIZE ((size_t)64 * 1024)     /* socket 0 read-ahead buffer */
 #define TCP_DIRECT_MIN ((size_t)8 * 1024)      /* read straight into the user buffer above this */

@@ -64,7 +64,7 @@
 #include <unistd.h>
 
 #define SUBSYS "net"
-#define UX_PLUGIN_VERSION "0.1.0"
+#define UX_PLUGIN_VERSION COHORT_VERSION_STRING   /* the package's (configure) */
 #define UX_MAGIC 0x43555831u          /* "CUX1": address blob */
 #define UX_HELLO_MAGIC 0x43554831u    /* "CUH1" */
 #define UX_ACK_MAGIC 0x43554131u      /* "CUA1" */

@@ -60,7 +60,7 @@
 #include <unistd.h>
 
 #define SUBSYS "net"
-#define VB_VERSION "0.1.0"
+#define VB_VERSION COHORT_VERSION_STRING   /* the package's (configure) */
 #define VB_SLOT_SIZE 8192u
 #define VB_RX_WR (VB_SLOTS + VB_CTRL_WR)
 #define VB_TX_SLOTS (VB_SLOTS + VB_CTRL_WR)
