@@ -89,6 +89,10 @@ static const cohort_setting_t settings[] = {
       "becomes the rank (e.g. /tmp/timeline.%r.json)", TEXT(0) },
     { "COHORT_DEBUG", "WARN", "log level: NONE, WARN, INFO, TRACE",
       WORDS("NONE|OFF|WARN|INFO|TRACE") },
+    { "COHORT_DEBUG_FILE", NULL,
+      "write the log to this file (appending) instead of stderr; %h becomes the host name, %p "
+      "the process id, %r the rank (lines before the rank is known go to stderr), %% a %; "
+      "e.g. /tmp/cohort.%h.%p.log", TEXT(0) },
     { "COHORT_DEBUG_SUBSYS", "ALL",
       "log subsystems to show (" COHORT_LOG_SUBSYSTEMS ", or a plugin's name), or ^list to hide "
       "some", SPECIAL },

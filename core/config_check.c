@@ -36,10 +36,25 @@ static const char *shown(const char *s, size_t n, char out[SHOWN + 4])
     return out;
 }
 
+/* COHORT_DEBUG_FILE: free text, but a % must be one of the substitutions (core/log.c). */
+static cohort_status_t check_log_file(const char *name, const char *v)
+{
+    char bad = 0;
+    if (cohort_log_file_check(v, &bad) == 0) return COHORT_SUCCESS;
+    char q[SHOWN + 4];
+    if (!bad)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s': a '%%' ends it: write %%%% for a "
+                            "'%%'", name, shown(v, strlen(v), q));
+    return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s': '%%%c' is not one of %%h (host), %%p "
+                        "(process id), %%r (rank), %%%% (a '%%')", name, shown(v, strlen(v), q),
+                        bad);
+}
+
 static cohort_status_t check_text(const cohort_setting_t *s, const char *v)
 {
     char q[SHOWN + 4];
     size_t len = strlen(v);
+    if (!strcmp(s->name, "COHORT_DEBUG_FILE")) return check_log_file(s->name, v);
     if (s->max > 0 && (double)len > s->max)
         return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s' is %zu characters long; at most %.0f "
                             "are allowed", s->name, shown(v, len, q), len, s->max);

@@ -2,6 +2,8 @@
 #include "core/log.h"
 #include "core/config.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,10 +28,20 @@ static int log_level = -1;            /* -1: not read yet */
 static char log_subsys[256];          /* "" = all; else comma list, leading ^ excludes */
 static _Atomic int log_rank = -1;    /* set by every communicator creation, from any thread */
 static char log_host[64];
+static char log_file[1024];           /* COHORT_DEBUG_FILE as set ("" = stderr) */
+static int log_fd = -1;               /* log_file opened, or -1 */
+static int log_fd_rank = -2;          /* the rank its name holds (%r), -2: no %r */
 
-/* lv: COHORT_DEBUG as readers see it (one of the table's words when valid), raw: as set. */
-static void log_init_locked(const char *lv, const char *raw, const char *ss)
+/* lv: COHORT_DEBUG as readers see it (one of the table's words when valid), raw: as set;
+ * ss: COHORT_DEBUG_SUBSYS; file: COHORT_DEBUG_FILE. */
+static void log_init_locked(const char *lv, const char *raw, const char *ss, const char *file)
 {
+    if (log_fd >= 0) close(log_fd);
+    log_fd = -1;
+    /* an invalid template is refused by the settings check (creating a communicator fails on
+     * it); the log stays on stderr meanwhile */
+    snprintf(log_file, sizeof log_file, "%s",
+             file && cohort_log_file_check(file, NULL) == 0 ? file : "");
     log_level = COHORT_LOG_WARN;
     int bad = 0;
     if (lv) {
@@ -87,14 +99,75 @@ int cohort_log_enabled(int level, const char *subsys)
         const char *lv = cohort_config_get("COHORT_DEBUG");
         const char *raw = cohort_config_value("COHORT_DEBUG");
         const char *ss = cohort_config_get("COHORT_DEBUG_SUBSYS");
+        const char *file = cohort_config_get("COHORT_DEBUG_FILE");
         pthread_mutex_lock(&log_lock);
-        if (log_level < 0) log_init_locked(lv, raw, ss);
+        if (log_level < 0) log_init_locked(lv, raw, ss, file);
         pthread_mutex_unlock(&log_lock);
     }
     if (level > log_level || level <= COHORT_LOG_NONE) return 0;
     if (level == COHORT_LOG_WARN || !log_subsys[0] || !subsys) return 1;
     if (log_subsys[0] == '^') return !subsys_listed(log_subsys + 1, subsys);
     return subsys_listed(log_subsys, subsys);
+}
+
+int cohort_log_file_check(const char *tmpl, char *bad)
+{
+    if (!*tmpl) return -1;
+    for (const char *p = tmpl; *p; p++) {
+        if (*p != '%') continue;
+        if (p[1] != 'h' && p[1] != 'p' && p[1] != 'r' && p[1] != '%') {
+            if (bad) *bad = p[1];
+            return -1;
+        }
+        p++;
+    }
+    return 0;
+}
+
+/* With log_lock held: the fd for a line, opening (or, when the rank its name holds has
+ * changed, reopening) COHORT_DEBUG_FILE. -1: stderr (no file; or a name with %r before this
+ * process knows its rank; or the file cannot be opened, said once on stderr). */
+static int log_target_locked(int rank)
+{
+    if (!log_file[0]) return -1;
+    int has_r = strstr(log_file, "%r") != NULL;
+    if (log_fd >= 0 && (!has_r || log_fd_rank == rank)) return log_fd;
+    if (has_r && rank < 0) return -1;
+    char name[sizeof log_file + 256];
+    size_t o = 0;
+    for (const char *p = log_file; *p && o + 32 < sizeof name; p++) {
+        if (*p != '%') {
+            name[o++] = *p;
+            continue;
+        }
+        p++;
+        if (*p == 'h') o += (size_t)snprintf(name + o, sizeof name - o, "%s", log_host);
+        else if (*p == 'p') o += (size_t)snprintf(name + o, sizeof name - o, "%d", (int)getpid());
+        else if (*p == 'r') o += (size_t)snprintf(name + o, sizeof name - o, "%d", rank);
+        else name[o++] = '%';
+    }
+    name[o] = '\0';
+    int fd = open(name, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        char line[sizeof name + 200];
+        int e = errno;
+        int n = snprintf(line, sizeof line, "%s:%d cohort WARN init: COHORT_DEBUG_FILE: cannot "
+                         "open '%s': %s (the directory must exist and be writable); logging to "
+                         "stderr instead\n", log_host, (int)getpid(), name, strerror(e));
+        if (n > 0) {
+            ssize_t w = write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n
+                                                                           : sizeof line - 1);
+            (void)w;
+        }
+        log_file[0] = '\0';   /* said once */
+        if (log_fd >= 0) close(log_fd);
+        log_fd = -1;
+        return -1;
+    }
+    if (log_fd >= 0) close(log_fd);
+    log_fd = fd;
+    log_fd_rank = has_r ? rank : -2;
+    return fd;
 }
 
 void cohort_vlog(int level, const char *subsys, const char *fmt, va_list ap)
@@ -108,14 +181,25 @@ void cohort_vlog(int level, const char *subsys, const char *fmt, va_list ap)
     if (lr >= 0) snprintf(rank, sizeof rank, " [%d]", lr);
     /* One write per line so lines from threads and ranks never interleave mid-line. */
     char line[MSG_MAX + 160];
-    int len = snprintf(line, sizeof line, "%s:%d%s cohort %s %s: %s\n", log_host, (int)getpid(),
-                       rank, names[level], subsys ? subsys : "core", msg);
+    int len = snprintf(line, sizeof line, "%s:%d:%d%s cohort %s %s: %s\n", log_host,
+                       (int)getpid(), (int)gettid(), rank, names[level],
+                       subsys ? subsys : "core", msg);
     if (len < 0) return;
     if ((size_t)len >= sizeof line) {
         len = (int)sizeof line - 1;
         line[len - 1] = '\n';
     }
-    ssize_t w = write(STDERR_FILENO, line, (size_t)len);
+    int fd = STDERR_FILENO;
+    if (log_file[0]) {
+        pthread_mutex_lock(&log_lock);
+        int f = log_target_locked(lr);
+        /* the line is written under the lock: a reopen cannot close the fd under it */
+        ssize_t w = write(f >= 0 ? f : STDERR_FILENO, line, (size_t)len);
+        (void)w;
+        pthread_mutex_unlock(&log_lock);
+        return;
+    }
+    ssize_t w = write(fd, line, (size_t)len);
     (void)w;
 }
 

@@ -21,6 +21,9 @@
 int cohort_log_enabled(int level, const char *subsys);
 void cohort_log(int level, const char *subsys, const char *fmt, ...) COHORT_PRINTF(3, 4);
 void cohort_vlog(int level, const char *subsys, const char *fmt, va_list ap);
+/* 0 when tmpl is a valid COHORT_DEBUG_FILE (not empty; % only as %h, %p, %r or %%), else -1
+ * with *bad (if bad) the character after the offending %. */
+int cohort_log_file_check(const char *tmpl, char *bad);
 /* The rank shown in log prefixes (-1: unknown yet). */
 void cohort_log_set_rank(int rank);
 /* Re-read COHORT_DEBUG* (for tests). */

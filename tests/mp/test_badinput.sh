@@ -165,6 +165,9 @@ setting COHORT_COMPRESS ""
 setting COHORT_DEBUG LOUD
 setting COHORT_DEBUG abc
 setting COHORT_DEBUG WARNING
+setting COHORT_DEBUG_FILE "/tmp/log.%d"
+setting COHORT_DEBUG_FILE "/tmp/log%"
+setting COHORT_DEBUG_FILE ""
 setting COHORT_DEBUG_SUBSYS nett
 setting COHORT_DEBUG_SUBSYS "init,,net"
 setting COHORT_DEBUG_SUBSYS "^"

@@ -44,6 +44,8 @@ for np in 1 2; do
     bad $np COHORT_TRANSPORTS "shm,,tcp"
     bad $np COHORT_DEBUG LOUD
     bad $np COHORT_DEBUG_SUBSYS "init,,net"
+    bad $np COHORT_DEBUG_FILE "$tmp/log.%x" "'%x' is not one of"
+    bad $np COHORT_DEBUG_FILE "$tmp/log%" "a '%' ends it"
     bad $np COHORT_HIERARCHICAL sometimes
     bad $np COHORT_SHM_CMA 7
     bad $np COHORT_SHM_SEGMENT_SIZE 1k
@@ -91,4 +93,29 @@ run_case "good values of the same settings pass (np=2)" \
     COHORT_DEBUG_SUBSYS="^init,net" COHORT_HIERARCHICAL=0 COHORT_SHM_SEGMENT_SIZE=131072 \
     COHORT_SHM_EAGER_LIMIT=0 COHORT_SHM_COLL_CHUNK=0 COHORT_PLUGIN_PATH="$tmp" \
     COHORT_HOSTID=node-a sh -c '"$0" -np 2 "$1" | grep -qx "mean of ranks = 0.5"' "$COHORTRUN" "$PROG"
+# COHORT_DEBUG_FILE: one file per rank (%r), named with the host (%h) and pid (%p); every line
+# is the rank's own with the host:pid:tid prefix, none of them on the terminal; a directory that
+# does not exist: one WARN on stderr naming the file, the lines go to stderr, the job runs.
+run_case "COHORT_DEBUG_FILE=.../log.%h.%p.%r: one file per rank, its lines only there (np=2)" sh -c '
+    mkdir "$2/logs" || exit 1
+    COHORT_DEBUG=INFO COHORT_DEBUG_FILE="$2/logs/log.%h.%p.%r" "$0" -np 2 "$1" >"$2/out" 2>&1 ||
+        { cat "$2/out"; exit 1; }
+    grep -qx "mean of ranks = 0.5" "$2/out" || { cat "$2/out"; exit 1; }
+    if grep -q "\[[01]\] cohort " "$2/out"; then
+        echo "a rank logged on the terminal:"; grep "\[[01]\] cohort" "$2/out" | head -n 3; exit 1; fi
+    host=$(hostname | cut -d. -f1)
+    for r in 0 1; do
+        f=$(ls "$2/logs" | grep -E "^log\.$host\.[0-9]+\.$r\$") || { ls "$2/logs"; exit 1; }
+        pid=$(echo "$f" | cut -d. -f3)
+        [ -s "$2/logs/$f" ] || { echo "$f is empty"; exit 1; }
+        bad=$(grep -cvE "^$host:$pid:[0-9]+ \[$r\] cohort (INFO|WARN|TRACE) " "$2/logs/$f")
+        [ "$bad" = 0 ] || { echo "$f: $bad lines not of rank $r, pid $pid:"; grep -vE "^$host:$pid:[0-9]+ \[$r\] cohort" "$2/logs/$f" | head -n 3; exit 1; }
+        echo "    $f: $(wc -l <"$2/logs/$f") lines"
+    done' "$COHORTRUN" "$PROG" "$tmp"
+run_case "COHORT_DEBUG_FILE in a directory that does not exist: a WARN naming it, the log on stderr" sh -c '
+    COHORT_DEBUG=INFO COHORT_DEBUG_FILE=/nonexistent/dir/log.%r "$0" -np 2 "$1" >"$2/out" 2>&1 ||
+        { cat "$2/out"; exit 1; }
+    grep -qx "mean of ranks = 0.5" "$2/out" &&
+    grep -q "cohort WARN init: COHORT_DEBUG_FILE: cannot open ./nonexistent/dir/log\.[01].: No such file or directory" "$2/out" &&
+    grep -q "\[1\] cohort INFO" "$2/out" || { cat "$2/out"; exit 1; }' "$COHORTRUN" "$PROG" "$tmp"
 finish

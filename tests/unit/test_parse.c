@@ -755,6 +755,9 @@ START_TEST(config_numbers)
         { "COHORT_IB_HCA", "mlx5_0:1,mlx5_1", 1 }, { "COHORT_IB_HCA", "^=mlx5_1", 1 },
         { "COHORT_IB_HCA", "mlx5_0,", 0 }, { "COHORT_IB_HCA", "mlx5 0", 0 },
         { "COHORT_SOCKET_IFNAME", "lo,,", 0 }, { "COHORT_SOCKET_IFNAME", " ", 0 },
+        { "COHORT_DEBUG_FILE", "/tmp/c.%h.%p.%r.log", 1 }, { "COHORT_DEBUG_FILE", "/tmp/c", 1 },
+        { "COHORT_DEBUG_FILE", "/tmp/100%%", 1 }, { "COHORT_DEBUG_FILE", "/tmp/%d.log", 0 },
+        { "COHORT_DEBUG_FILE", "/tmp/c%", 0 }, { "COHORT_DEBUG_FILE", "", 0 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         setenv(cases[i].var, cases[i].value, 1);
