@@ -24,6 +24,9 @@
 #ifndef COHORT_BUILD_DIR
 #define COHORT_BUILD_DIR ""
 #endif
+#ifndef COHORT_LIB_DIR
+#define COHORT_LIB_DIR ""
+#endif
 
 #define SUBSYS "plugin"
 #define MAX_CANDIDATES 64
@@ -257,15 +260,41 @@ static int running_from_build_tree(void)
     return !strncmp(info.dli_fname, COHORT_BUILD_DIR, bl) && info.dli_fname[bl] == '/';
 }
 
+int cohort_plugins_install_dir(char *buf, size_t len)
+{
+    /* The plugins are installed in $(pkglibdir) = $(libdir)/cohort, beside libcohort.so: found
+     * from where libcohort.so was loaded, an install that was moved (or unpacked elsewhere, as
+     * a Python wheel is) still finds its own plugins, not those of another install at the
+     * configured prefix. */
+    size_t ll = strlen(COHORT_LIB_DIR);
+    Dl_info info;
+    if (ll && !strncmp(COHORT_PLUGIN_DIR, COHORT_LIB_DIR, ll) && COHORT_PLUGIN_DIR[ll] == '/' &&
+        dladdr((void *)&cohort_plugin_open, &info) && info.dli_fname &&
+        info.dli_fname[0] == '/') {
+        const char *slash = strrchr(info.dli_fname, '/');
+        int n = snprintf(buf, len, "%.*s%s", (int)(slash - info.dli_fname), info.dli_fname,
+                         COHORT_PLUGIN_DIR + ll);
+        if (n > 0 && (size_t)n < len) return strcmp(buf, COHORT_PLUGIN_DIR) != 0;
+    }
+    snprintf(buf, len, "%s", COHORT_PLUGIN_DIR);
+    return 0;
+}
+
 void cohort_plugins_search_path(char *buf, size_t len)
 {
     size_t used = 0;
     buf[0] = '\0';
     const char *pp = cohort_config_get("COHORT_PLUGIN_PATH");
     if (pp && *pp) used += (size_t)snprintf(buf, len, "%s:", pp);
-    if (used < len && running_from_build_tree())
-        used += (size_t)snprintf(buf + used, len - used, "%s/.libs:%s/transports/*/.libs:",
-                                 COHORT_BUILD_DIR, COHORT_BUILD_DIR);
+    if (running_from_build_tree()) {
+        if (used < len)
+            used += (size_t)snprintf(buf + used, len - used, "%s/.libs:%s/transports/*/.libs:",
+                                     COHORT_BUILD_DIR, COHORT_BUILD_DIR);
+    } else {
+        char here[4096];
+        if (cohort_plugins_install_dir(here, sizeof here) && used < len)
+            used += (size_t)snprintf(buf + used, len - used, "%s:", here);
+    }
     if (used < len) snprintf(buf + used, len - used, "%s", COHORT_PLUGIN_DIR);
 }
 

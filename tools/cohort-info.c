@@ -389,7 +389,12 @@ int main(int argc, char **argv)
     printf("cohort %s (public API %d.%d.%d, plugin ABI %d.%d)\n", cohort_version(),
            COHORT_VERSION_MAJOR, COHORT_VERSION_MINOR, COHORT_VERSION_PATCH,
            COHORT_PLUGIN_ABI_MAJOR, COHORT_PLUGIN_ABI_MINOR);
-    printf("Installed plugin directory: %s\n", COHORT_PLUGIN_DIR);
+    char here[4096];
+    if (cohort_plugins_install_dir(here, sizeof here))
+        printf("Installed plugin directory: %s (beside the libcohort.so loaded; configured: "
+               "%s)\n", here, COHORT_PLUGIN_DIR);
+    else
+        printf("Installed plugin directory: %s\n", COHORT_PLUGIN_DIR);
 #ifdef COHORT_BUILD_SUMMARY
     printf("Build: %s\n", COHORT_BUILD_SUMMARY);
 #endif

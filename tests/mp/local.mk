@@ -18,9 +18,9 @@ check_PROGRAMS += tests/mp/reinit
 tests_mp_reinit_SOURCES = tests/mp/reinit.c
 tests_mp_reinit_LDADD = libcohort.la
 TESTS += tests/mp/test_reliability.sh tests/mp/test_collectives.sh tests/mp/test_bench.sh tests/mp/test_bootstrap.sh tests/mp/test_shm.sh tests/mp/test_topology.sh tests/mp/test_settings.sh tests/mp/test_resources.sh \
-	tests/mp/test_ucx.sh tests/mp/test_badinput.sh
+	tests/mp/test_ucx.sh tests/mp/test_badinput.sh tests/mp/test_install.sh
 dist_noinst_SCRIPTS += tests/mp/test_reliability.sh tests/mp/test_collectives.sh tests/mp/test_bench.sh tests/mp/test_bootstrap.sh tests/mp/test_shm.sh tests/mp/test_topology.sh tests/mp/test_settings.sh tests/mp/test_resources.sh tests/mp/fakenode.sh tests/mp/lib.sh \
-	tests/mp/test_ucx.sh tests/mp/test_badinput.sh
+	tests/mp/test_ucx.sh tests/mp/test_badinput.sh tests/mp/test_install.sh
 # The fault-injection suite: faulty loops one collective until it fails; test_faults.sh kills a
 # rank with SIGKILL and checks that every survivor fails in bounded time naming it.
 check_PROGRAMS += tests/mp/faulty
