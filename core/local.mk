@@ -12,8 +12,13 @@ coll_sources = \
 	core/coll/allgatherv_ring.c core/coll/alltoallv_pairwise.c \
 	core/coll/gather_linear.c core/coll/scatter_linear.c
 
-lib_LTLIBRARIES += libcohort.la
-libcohort_la_SOURCES = \
+# The library's objects, compiled once, as an internal convenience library: libcohort.so is
+# made of it and exports only the public API (core/libcohort.map, a version script; the test
+# tests/unit/test_exports.sh fails when anything else is exported). The tools and the tests
+# that use internals (cohortrun, cohort-info, unit tests) link it statically; a program of the
+# public API alone (cohort-bench, the examples, the Python extension) links libcohort.so.
+noinst_LTLIBRARIES += libcohort-core.la
+libcohort_core_la_SOURCES = \
 	core/log.c core/log.h \
 	core/config.c core/config.h core/config_check.c \
 	core/parse.c core/parse.h \
@@ -34,6 +39,13 @@ libcohort_la_SOURCES = \
 	core/mem.c core/mem.h \
 	core/timeutil.h \
 	$(coll_sources) core/coll/transport.c
-libcohort_la_CFLAGS = $(AM_CFLAGS) -O3 $(VEC_CFLAGS) -pthread
-libcohort_la_LIBADD = -lpthread -lm
-libcohort_la_LDFLAGS = -version-info $(COHORT_LT_VERSION)
+libcohort_core_la_CFLAGS = $(AM_CFLAGS) -O3 $(VEC_CFLAGS) -pthread -fvisibility=hidden
+libcohort_core_la_LIBADD = -lpthread -lm
+
+lib_LTLIBRARIES += libcohort.la
+libcohort_la_SOURCES =
+libcohort_la_LIBADD = libcohort-core.la
+libcohort_la_LDFLAGS = -version-info $(COHORT_LT_VERSION) \
+	-Wl,--version-script=$(top_srcdir)/core/libcohort.map
+EXTRA_libcohort_la_DEPENDENCIES = core/libcohort.map
+EXTRA_DIST += core/libcohort.map

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #ifndef COHORT_PLUGIN_DIR
 #define COHORT_PLUGIN_DIR "/usr/local/lib/cohort"
@@ -26,6 +27,9 @@
 #endif
 #ifndef COHORT_LIB_DIR
 #define COHORT_LIB_DIR ""
+#endif
+#ifndef COHORT_BIN_DIR
+#define COHORT_BIN_DIR ""
 #endif
 
 #define SUBSYS "plugin"
@@ -251,30 +255,67 @@ static int refs;
 static cohort_plugin_report_t reports[MAX_CANDIDATES];
 static int nreports;
 
-static int running_from_build_tree(void)
+/* The absolute path of the file this code was loaded from: libcohort.so, or the program that
+ * links the core statically (the tools, unit tests; the loader may name a program relative to
+ * where it was started, /proc/self/exe does not). *is_lib: 1 for a shared library. 0 when it
+ * cannot be told. */
+static int loaded_from(char *buf, size_t len, int *is_lib)
 {
     Dl_info info;
-    if (!COHORT_BUILD_DIR[0] || !dladdr((void *)&cohort_plugin_open, &info) || !info.dli_fname)
-        return 0;
+    if (!dladdr((void *)&cohort_plugin_open, &info) || !info.dli_fname) return 0;
+    const char *base = strrchr(info.dli_fname, '/');
+    *is_lib = strstr(base ? base : info.dli_fname, ".so") != NULL;
+    if (*is_lib) {
+        int n = snprintf(buf, len, "%s", info.dli_fname);
+        return n > 0 && (size_t)n < len && buf[0] == '/';
+    }
+    ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    return buf[0] == '/';
+}
+
+static int running_from_build_tree(void)
+{
+    char path[4096];
+    int is_lib;
+    if (!COHORT_BUILD_DIR[0] || !loaded_from(path, sizeof path, &is_lib)) return 0;
     size_t bl = strlen(COHORT_BUILD_DIR);
-    return !strncmp(info.dli_fname, COHORT_BUILD_DIR, bl) && info.dli_fname[bl] == '/';
+    return !strncmp(path, COHORT_BUILD_DIR, bl) && path[bl] == '/';
+}
+
+/* The plugin directory of an install moved elsewhere, from where one of its files is now: at,
+ * the directory of a file that was installed in the configured directory dir. dir and
+ * COHORT_PLUGIN_DIR share a prefix (the configured prefix, or dir itself); the part of dir
+ * after it must end at, and the plugin directory is what is left of at plus the rest of
+ * COHORT_PLUGIN_DIR. 0 when at does not end in that part. */
+static int relocate(const char *dir, const char *at, char *buf, size_t len)
+{
+    const char *pd = COHORT_PLUGIN_DIR;
+    size_t c = 0, i = 0;
+    for (; dir[i] && dir[i] == pd[i]; i++)
+        if (dir[i] == '/') c = i;
+    if (!dir[i] && pd[i] == '/') c = i;   /* dir holds the plugin directory (libdir) */
+    if (!c && dir[0] != '/') return 0;
+    const char *xs = dir + c;            /* "/bin" for bindir, "" for libdir */
+    size_t al = strlen(at), xl = strlen(xs);
+    if (al < xl || strcmp(at + al - xl, xs)) return 0;
+    int n = snprintf(buf, len, "%.*s%s", (int)(al - xl), at, pd + c);
+    return n > 0 && (size_t)n < len;
 }
 
 int cohort_plugins_install_dir(char *buf, size_t len)
 {
-    /* The plugins are installed in $(pkglibdir) = $(libdir)/cohort, beside libcohort.so: found
-     * from where libcohort.so was loaded, an install that was moved (or unpacked elsewhere, as
-     * a Python wheel is) still finds its own plugins, not those of another install at the
-     * configured prefix. */
-    size_t ll = strlen(COHORT_LIB_DIR);
-    Dl_info info;
-    if (ll && !strncmp(COHORT_PLUGIN_DIR, COHORT_LIB_DIR, ll) && COHORT_PLUGIN_DIR[ll] == '/' &&
-        dladdr((void *)&cohort_plugin_open, &info) && info.dli_fname &&
-        info.dli_fname[0] == '/') {
-        const char *slash = strrchr(info.dli_fname, '/');
-        int n = snprintf(buf, len, "%.*s%s", (int)(slash - info.dli_fname), info.dli_fname,
-                         COHORT_PLUGIN_DIR + ll);
-        if (n > 0 && (size_t)n < len) return strcmp(buf, COHORT_PLUGIN_DIR) != 0;
+    /* The plugins are installed in $(pkglibdir) = $(libdir)/cohort: found from where this code
+     * was loaded (libcohort.so in $(libdir), or a tool in $(bindir) that links the core
+     * statically), an install that was moved (or unpacked elsewhere, as a Python wheel is)
+     * still finds its own plugins, not those of another install at the configured prefix. */
+    char obj[4096];
+    int is_lib;
+    if (COHORT_LIB_DIR[0] && loaded_from(obj, sizeof obj, &is_lib)) {
+        *strrchr(obj, '/') = '\0';   /* its directory */
+        if (relocate(is_lib ? COHORT_LIB_DIR : COHORT_BIN_DIR, obj, buf, len))
+            return strcmp(buf, COHORT_PLUGIN_DIR) != 0;
     }
     snprintf(buf, len, "%s", COHORT_PLUGIN_DIR);
     return 0;

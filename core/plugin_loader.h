@@ -52,8 +52,8 @@ cohort_status_t cohort_plugins_scan(void);
 void cohort_plugins_release(void);
 /* Directories searched, ':'-separated, into buf. */
 void cohort_plugins_search_path(char *buf, size_t len);
-/* The plugin directory of the libcohort.so this process loaded ($(libdir)/cohort relative to
- * it) into buf; 1 when that differs from the configured one (a moved install), 0 when it is
+/* The plugin directory of the install this code was loaded from ($(libdir)/cohort relative to
+ * libcohort.so, or to a tool in $(bindir) that links the core statically) into buf; 1 when that differs from the configured one (a moved install), 0 when it is
  * the configured one (also written to buf) or cannot be told. */
 int cohort_plugins_install_dir(char *buf, size_t len);
 /* Whether the search path holds a plugin file for name (libcohort-<name>.so); loads nothing. */

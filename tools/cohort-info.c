@@ -391,7 +391,7 @@ int main(int argc, char **argv)
            COHORT_PLUGIN_ABI_MAJOR, COHORT_PLUGIN_ABI_MINOR);
     char here[4096];
     if (cohort_plugins_install_dir(here, sizeof here))
-        printf("Installed plugin directory: %s (beside the libcohort.so loaded; configured: "
+        printf("Installed plugin directory: %s (this install, moved; configured: "
                "%s)\n", here, COHORT_PLUGIN_DIR);
     else
         printf("Installed plugin directory: %s\n", COHORT_PLUGIN_DIR);

@@ -2,4 +2,4 @@ include tools/cohortrun.mk
 
 bin_PROGRAMS += tools/cohort-info
 tools_cohort_info_SOURCES = tools/cohort-info.c
-tools_cohort_info_LDADD = libcohort.la
+tools_cohort_info_LDADD = libcohort-core.la

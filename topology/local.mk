@@ -2,6 +2,6 @@
 topology_sources = \
 	topology/node.c topology/node.h \
 	topology/topo.c topology/topo.h
-libcohort_la_SOURCES += $(topology_sources)
-libcohort_la_CPPFLAGS = $(AM_CPPFLAGS) $(HWLOC_CFLAGS)
-libcohort_la_LIBADD += $(HWLOC_LIBS)
+libcohort_core_la_SOURCES += $(topology_sources)
+libcohort_core_la_CPPFLAGS = $(AM_CPPFLAGS) $(HWLOC_CFLAGS)
+libcohort_core_la_LIBADD += $(HWLOC_LIBS)

@@ -25,6 +25,16 @@ extern "C" {
 
 #include "cohort/version.h"   /* COHORT_VERSION_MAJOR, _MINOR, _PATCH, _STRING */
 
+/* Marks the functions libcohort.so exports (it is built with -fvisibility=hidden, and a version
+ * script lists the same functions). */
+#ifndef COHORT_API
+#if defined(__GNUC__)
+#define COHORT_API __attribute__((visibility("default")))
+#else
+#define COHORT_API
+#endif
+#endif
+
 /* Negative values are errors (as in libfabric). */
 typedef enum {
     COHORT_SUCCESS = 0,
@@ -55,21 +65,28 @@ typedef enum { COHORT_SUM, COHORT_PROD, COHORT_MIN, COHORT_MAX, COHORT_AVG } coh
 typedef struct cohort_comm cohort_comm_t;        /* opaque */
 typedef struct cohort_request cohort_request_t;  /* opaque */
 
+COHORT_API
 const char *cohort_strerror(cohort_status_t status);
 /* Thread-local: what failed, where, and what to do. Never NULL (empty string if nothing failed). */
+COHORT_API
 const char *cohort_last_error(void);
+COHORT_API
 const char *cohort_version(void);
 
 /* Size in bytes of one element of dtype, 0 for an unknown dtype. cohort_strerror of a value that
  * is not a cohort_status_t: "unknown status". */
+COHORT_API
 size_t cohort_dtype_size(cohort_dtype_t dtype);
 /* "float32", "sum", ... ; "?" for unknown values. */
+COHORT_API
 const char *cohort_dtype_name(cohort_dtype_t dtype);
+COHORT_API
 const char *cohort_op_name(cohort_op_t op);
 
 /* Rank, size and rendezvous from the environment: cohortrun (COHORT_*), mpirun
  * (OMPI_COMM_WORLD_*), MPICH/hydra (PMI_*), Slurm (SLURM_*), torchrun (RANK, WORLD_SIZE,
  * MASTER_ADDR, ...). */
+COHORT_API
 cohort_status_t cohort_comm_init(cohort_comm_t **comm);
 
 /* The caller brings its own out-of-band allgather (an MPI communicator, a framework's store).
@@ -80,6 +97,7 @@ cohort_status_t cohort_comm_init(cohort_comm_t **comm);
  * allgather, several rounds of it; each round is called on every rank in the same order. */
 typedef int (*cohort_oob_allgather_fn)(const void *sendbuf, void *recvbuf, size_t nbytes,
                                        void *ctx);
+COHORT_API
 cohort_status_t cohort_comm_init_oob(int rank, int nranks, cohort_oob_allgather_fn allgather,
                                      void *ctx, cohort_comm_t **comm);
 /* The same, with this communicator's own timeout in seconds (0.1 to 1e7) instead of
@@ -87,6 +105,7 @@ cohort_status_t cohort_comm_init_oob(int rank, int nranks, cohort_oob_allgather_
  * later wait on the communicator; communicators split from it inherit it (as every split
  * inherits its parent's). A framework passes its own timeout here (torch's init_process_group
  * timeout). 0 means COHORT_TIMEOUT, as cohort_comm_init_oob. */
+COHORT_API
 cohort_status_t cohort_comm_init_oob_timeout(int rank, int nranks,
                                              cohort_oob_allgather_fn allgather, void *ctx,
                                              double timeout_s, cohort_comm_t **comm);
@@ -94,26 +113,35 @@ cohort_status_t cohort_comm_init_oob_timeout(int rank, int nranks,
  * wait on it, and on communicators split from it afterwards. Between operations only (refused
  * while non-blocking ones are outstanding or a call runs). Not a collective, but ranks that
  * disagree on it time out at different moments. */
+COHORT_API
 cohort_status_t cohort_comm_set_timeout(cohort_comm_t *comm, double timeout_s);
 
 /* Collective over comm. Ranks with the same color form a new communicator, ordered by key (ties
  * by old rank). A negative color yields *out == NULL. An aborted communicator cannot be split
  * (COHORT_ERR_ABORTED), nor one whose collective failed (that error). */
+COHORT_API
 cohort_status_t cohort_comm_split(cohort_comm_t *comm, int color, int key, cohort_comm_t **out);
 /* Returns in bounded time, always; blocked calls on comm return COHORT_ERR_ABORTED, and so do
  * later ones. The one call that may be made from another thread while a collective runs. */
+COHORT_API
 cohort_status_t cohort_comm_abort(cohort_comm_t *comm);
 /* Frees comm. NULL is accepted and does nothing (as free(NULL); NCCL's ncclCommDestroy does the
  * same). While a collective or split runs on comm in another thread: COHORT_ERR_INVALID_ARG,
  * nothing is freed. Otherwise comm is freed whatever it returns: COHORT_ERR_MISMATCH (with a WARN
  * in the log) when its last collectives turn out not to have matched the other ranks' calls (a
  * broadcast's root returns before anyone could tell; destroy waits up to 2 s to learn it). */
+COHORT_API
 cohort_status_t cohort_comm_destroy(cohort_comm_t *comm);
 /* -1 for a handle that is not a live communicator (cohort_last_error() says why). */
+COHORT_API
 int cohort_comm_rank(const cohort_comm_t *comm);
+COHORT_API
 int cohort_comm_size(const cohort_comm_t *comm);
+COHORT_API
 int cohort_comm_local_rank(const cohort_comm_t *comm);    /* rank among this node's ranks */
+COHORT_API
 int cohort_comm_local_size(const cohort_comm_t *comm);
+COHORT_API
 int cohort_comm_node_count(const cohort_comm_t *comm);
 
 /* Blocking collectives. sendbuf == recvbuf means in place (allgather and reduce_scatter: see
@@ -121,24 +149,31 @@ int cohort_comm_node_count(const cohort_comm_t *comm);
  * (as NCCL and MPI allow); with a count > 0 every buffer the call uses must be non-NULL. Buffers
  * that overlap other than in the in-place form are refused. Calls on one communicator must not
  * overlap (from several threads): the second is refused. */
+COHORT_API
 cohort_status_t cohort_allreduce(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
                                  size_t count, cohort_dtype_t dtype, cohort_op_t op);
+COHORT_API
 cohort_status_t cohort_broadcast(cohort_comm_t *comm, void *buf, size_t count,
                                  cohort_dtype_t dtype, int root);
 /* recvbuf is only used at root (may be NULL elsewhere; elsewhere it is ignored, never written). */
+COHORT_API
 cohort_status_t cohort_reduce(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
                               size_t count, cohort_dtype_t dtype, cohort_op_t op, int root);
 /* recvbuf holds nranks * sendcount elements, rank r's block at r * sendcount.
  * In place: sendbuf == recvbuf + rank * sendcount elements. */
+COHORT_API
 cohort_status_t cohort_allgather(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
                                  size_t sendcount, cohort_dtype_t dtype);
 /* sendbuf holds nranks * recvcount elements; rank r receives the reduced block r.
  * In place: recvbuf == sendbuf + rank * recvcount elements. */
+COHORT_API
 cohort_status_t cohort_reduce_scatter(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
                                       size_t recvcount, cohort_dtype_t dtype, cohort_op_t op);
 /* count elements go to each rank; block r of sendbuf goes to rank r. */
+COHORT_API
 cohort_status_t cohort_alltoall(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
                                 size_t count, cohort_dtype_t dtype);
+COHORT_API
 cohort_status_t cohort_barrier(cohort_comm_t *comm);
 
 /* Memory that the ranks of one node can read from each other (like NCCL's ncclMemAlloc or
@@ -149,15 +184,19 @@ cohort_status_t cohort_barrier(cohort_comm_t *comm);
  * and may be called from any thread. Allocate once and reuse: the first collective on a block
  * maps it on every peer of the node (an open and an mmap each). A peer keeps a freed block
  * mapped (its pages in use) until it needs the room or its communicator is destroyed. */
+COHORT_API
 cohort_status_t cohort_mem_alloc(size_t size, void **ptr);
 /* Frees a block from cohort_mem_alloc (ptr as returned); NULL does nothing. */
+COHORT_API
 cohort_status_t cohort_mem_free(void *ptr);
 
 /* Name of the algorithm the last collective on comm used (for benchmarks and logs): "none" before
  * any, and for a handle that is not a live communicator (then cohort_last_error() says why). */
+COHORT_API
 const char *cohort_comm_last_algo(const cohort_comm_t *comm);
 /* Name of the transport comm uses to reach peer, NULL for itself, for a single-rank
  * communicator, and for a bad comm or peer (then cohort_last_error() says why). */
+COHORT_API
 const char *cohort_comm_peer_transport(const cohort_comm_t *comm, int peer);
 
 /* ---- Variable-size and rooted collectives (blocking; non-blocking forms below) ----
@@ -166,6 +205,7 @@ const char *cohort_comm_peer_transport(const cohort_comm_t *comm, int peer);
  * same recvcounts, and recvcounts[rank] must equal its own sendcount; displs are each rank's own
  * layout (blocks may come in any order, must not overlap). In place: sendbuf == recvbuf +
  * displs[rank] elements. */
+COHORT_API
 cohort_status_t cohort_allgatherv(cohort_comm_t *comm, const void *sendbuf, size_t sendcount,
                                   void *recvbuf, const size_t *recvcounts, const size_t *displs,
                                   cohort_dtype_t dtype);
@@ -173,16 +213,19 @@ cohort_status_t cohort_allgatherv(cohort_comm_t *comm, const void *sendbuf, size
  * recvbuf + rdispls[this rank] (recvcounts[this rank] there must equal sendcounts[r] here: a
  * pair that disagrees fails with COHORT_ERR_MISMATCH naming both sizes). Zero counts are fine.
  * No in-place form: sendbuf and recvbuf must not overlap. */
+COHORT_API
 cohort_status_t cohort_alltoallv(cohort_comm_t *comm, const void *sendbuf,
                                  const size_t *sendcounts, const size_t *sdispls, void *recvbuf,
                                  const size_t *recvcounts, const size_t *rdispls,
                                  cohort_dtype_t dtype);
 /* gather: root's recvbuf gets count elements from each rank, block r from rank r (recvbuf is
  * ignored off the root). In place at the root: sendbuf == recvbuf + root * count elements. */
+COHORT_API
 cohort_status_t cohort_gather(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
                               size_t count, cohort_dtype_t dtype, int root);
 /* scatter: rank r gets block r (count elements) of root's sendbuf (ignored off the root). In
  * place at the root: recvbuf == sendbuf + root * count elements. */
+COHORT_API
 cohort_status_t cohort_scatter(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
                                size_t count, cohort_dtype_t dtype, int root);
 
@@ -212,32 +255,43 @@ cohort_status_t cohort_scatter(cohort_comm_t *comm, const void *sendbuf, void *r
  * and otherwise breaks the order every rank must agree on). Any thread may test or wait a
  * request (but only one may complete it: the request is freed then). cohort_comm_abort may be
  * called from any thread. Different communicators may be used from different threads. */
+COHORT_API
 cohort_status_t cohort_iallreduce(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
                                   size_t count, cohort_dtype_t dtype, cohort_op_t op,
                                   cohort_request_t **req);
+COHORT_API
 cohort_status_t cohort_ibroadcast(cohort_comm_t *comm, void *buf, size_t count,
                                   cohort_dtype_t dtype, int root, cohort_request_t **req);
+COHORT_API
 cohort_status_t cohort_ireduce(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
                                size_t count, cohort_dtype_t dtype, cohort_op_t op, int root,
                                cohort_request_t **req);
+COHORT_API
 cohort_status_t cohort_iallgather(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
                                   size_t sendcount, cohort_dtype_t dtype, cohort_request_t **req);
+COHORT_API
 cohort_status_t cohort_ireduce_scatter(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
                                        size_t recvcount, cohort_dtype_t dtype, cohort_op_t op,
                                        cohort_request_t **req);
+COHORT_API
 cohort_status_t cohort_ialltoall(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
                                  size_t count, cohort_dtype_t dtype, cohort_request_t **req);
+COHORT_API
 cohort_status_t cohort_ibarrier(cohort_comm_t *comm, cohort_request_t **req);
+COHORT_API
 cohort_status_t cohort_iallgatherv(cohort_comm_t *comm, const void *sendbuf, size_t sendcount,
                                    void *recvbuf, const size_t *recvcounts, const size_t *displs,
                                    cohort_dtype_t dtype, cohort_request_t **req);
+COHORT_API
 cohort_status_t cohort_ialltoallv(cohort_comm_t *comm, const void *sendbuf,
                                   const size_t *sendcounts, const size_t *sdispls, void *recvbuf,
                                   const size_t *recvcounts, const size_t *rdispls,
                                   cohort_dtype_t dtype, cohort_request_t **req);
+COHORT_API
 cohort_status_t cohort_igather(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
                                size_t count, cohort_dtype_t dtype, int root,
                                cohort_request_t **req);
+COHORT_API
 cohort_status_t cohort_iscatter(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,
                                 size_t count, cohort_dtype_t dtype, int root,
                                 cohort_request_t **req);
@@ -254,25 +308,32 @@ cohort_status_t cohort_iscatter(cohort_comm_t *comm, const void *sendbuf, void *
  * Two blocking sends that each wait for the other's receive (both ranks send first) can still
  * wait for each other, as in MPI: exchange with a group (cohort_group_start/end) or with
  * non-blocking calls. A message to this rank itself is refused. */
+COHORT_API
 cohort_status_t cohort_send(cohort_comm_t *comm, const void *buf, size_t count,
                             cohort_dtype_t dtype, int peer, int tag);
+COHORT_API
 cohort_status_t cohort_recv(cohort_comm_t *comm, void *buf, size_t count,
                             cohort_dtype_t dtype, int peer, int tag);
+COHORT_API
 cohort_status_t cohort_isend(cohort_comm_t *comm, const void *buf, size_t count,
                              cohort_dtype_t dtype, int peer, int tag, cohort_request_t **req);
+COHORT_API
 cohort_status_t cohort_irecv(cohort_comm_t *comm, void *buf, size_t count,
                              cohort_dtype_t dtype, int peer, int tag, cohort_request_t **req);
 
 /* ---- Completion ----
  * *done = 1 when finished: the returned status is then the operation's own and the request is
  * freed; *done = 0: returns COHORT_SUCCESS (or an error about the request itself). */
+COHORT_API
 cohort_status_t cohort_test(cohort_request_t *req, int *done);
 /* Waits, frees the request, returns the operation's status. */
+COHORT_API
 cohort_status_t cohort_wait(cohort_request_t *req);
 /* Waits for all n, frees them all (reqs[i] becomes NULL); returns the first failure by index
  * (its message in cohort_last_error()) or COHORT_SUCCESS. statuses may be NULL, else
  * statuses[i] receives request i's status. A request listed twice, or one that is not live, is
  * refused before anything is waited for. */
+COHORT_API
 cohort_status_t cohort_waitall(size_t n, cohort_request_t **reqs, cohort_status_t *statuses);
 
 /* ---- Groups and tensor fusion ----
@@ -287,7 +348,9 @@ cohort_status_t cohort_waitall(size_t n, cohort_request_t **reqs, cohort_status_
  * Outside groups, non-blocking allreduces queued back to back are fused as well (the ranks agree
  * on how many with one small allreduce per batch: docs/design.md); COHORT_FUSION_THRESHOLD=0
  * turns both off. */
+COHORT_API
 cohort_status_t cohort_group_start(cohort_comm_t *comm);
+COHORT_API
 cohort_status_t cohort_group_end(cohort_comm_t *comm);
 /* Wire compression: float32 SUM and AVG allreduces issued on comm from now on travel as wire
  * (COHORT_FLOAT16 or COHORT_BFLOAT16; COHORT_FLOAT32: uncompressed) between ranks on different
@@ -296,14 +359,17 @@ cohort_status_t cohort_group_end(cohort_comm_t *comm);
  * overflows past 65504). The default is COHORT_COMPRESS. Like a collective, every rank must
  * make the same call at the same place (a rank that differs gets COHORT_ERR_MISMATCH). On one
  * node nothing is compressed. Not a collective itself: it sends nothing. */
+COHORT_API
 cohort_status_t cohort_comm_set_compression(cohort_comm_t *comm, cohort_dtype_t wire);
 /* The next call issued on comm (collective or message, blocking or not) carries name, which
  * COHORT_TIMELINE shows (a Horovod-style layer names each gradient's allreduce). Copied; used
  * once; NULL clears it. At most COHORT_NAME_MAX - 1 bytes (longer: COHORT_ERR_INVALID_ARG). Not
  * a collective: ranks may name their calls differently. */
 #define COHORT_NAME_MAX 128
+COHORT_API
 cohort_status_t cohort_comm_name_next(cohort_comm_t *comm, const char *name);
 /* Since comm's creation: *requests ran inside fused allreduces, *batches such allreduces ran. */
+COHORT_API
 cohort_status_t cohort_comm_fusion_stats(const cohort_comm_t *comm, uint64_t *requests,
                                          uint64_t *batches);
 

@@ -13,17 +13,17 @@ check_PROGRAMS += tests/fuzz/replay_tcp_wire tests/fuzz/replay_settings \
 	tests/fuzz/make_corpus
 tests_fuzz_replay_tcp_wire_SOURCES = tests/fuzz/fuzz_tcp_wire.c tests/fuzz/replay.c $(fuzz_headers)
 tests_fuzz_replay_settings_SOURCES = tests/fuzz/fuzz_settings.c tests/fuzz/replay.c $(fuzz_headers)
-tests_fuzz_replay_settings_LDADD = libcohort.la
+tests_fuzz_replay_settings_LDADD = libcohort-core.la
 tests_fuzz_replay_hostfile_SOURCES = tests/fuzz/fuzz_hostfile.c tests/fuzz/replay.c $(fuzz_headers)
-tests_fuzz_replay_hostfile_LDADD = libcohort.la
+tests_fuzz_replay_hostfile_LDADD = libcohort-core.la
 tests_fuzz_replay_conf_SOURCES = tests/fuzz/fuzz_conf.c tests/fuzz/replay.c $(fuzz_headers)
-tests_fuzz_replay_conf_LDADD = libcohort.la
+tests_fuzz_replay_conf_LDADD = libcohort-core.la
 tests_fuzz_replay_rdv_SOURCES = tests/fuzz/fuzz_rdv.c tests/fuzz/replay.c $(fuzz_headers)
-tests_fuzz_replay_rdv_LDADD = libcohort.la -lpthread
+tests_fuzz_replay_rdv_LDADD = libcohort-core.la -lpthread
 tests_fuzz_replay_ctl_SOURCES = tests/fuzz/fuzz_ctl.c tests/fuzz/replay.c $(fuzz_headers)
-tests_fuzz_replay_ctl_LDADD = libcohort.la -lpthread
+tests_fuzz_replay_ctl_LDADD = libcohort-core.la -lpthread
 tests_fuzz_make_corpus_SOURCES = tests/fuzz/make_corpus.c $(fuzz_headers)
-tests_fuzz_make_corpus_LDADD = libcohort.la -lpthread
+tests_fuzz_make_corpus_LDADD = libcohort-core.la -lpthread
 
 TESTS += tests/fuzz/test_replay.sh tests/fuzz/test_fuzz.sh
 dist_noinst_SCRIPTS += tests/fuzz/test_replay.sh tests/fuzz/test_fuzz.sh tests/fuzz/make_corpus.sh

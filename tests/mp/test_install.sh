@@ -25,7 +25,7 @@ export LD_LIBRARY_PATH="$M/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 run_case "the moved cohort-info names the plugin directory beside its library, and every plugin comes from there" sh -c '
     "$1/bin/cohort-info" --plugins >"$2/info" 2>&1 || { cat "$2/info"; exit 1; }
-    grep -q "^Installed plugin directory: $1/lib/cohort (beside the libcohort.so loaded" "$2/info" ||
+    grep -q "^Installed plugin directory: $1/lib/cohort (this install, moved; configured: " "$2/info" ||
         { cat "$2/info"; exit 1; }
     for p in tcp shm; do
         grep -A1 "^  $p " "$2/info" | grep -q "usable\|$1/lib/cohort/libcohort-$p.so" ||

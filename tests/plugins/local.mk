@@ -57,7 +57,7 @@ tests_unit_test_loader_SOURCES = tests/unit/test_loader.c
 tests_unit_test_loader_CPPFLAGS = $(AM_CPPFLAGS) \
 	-DTEST_PLUGIN_DIR='"$(abs_top_builddir)/tests/plugins/.libs"'
 tests_unit_test_loader_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_unit_test_loader_LDADD = libcohort.la $(CHECK_LIBS)
+tests_unit_test_loader_LDADD = libcohort-core.la $(CHECK_LIBS)
 # `make tests/unit/test_loader` alone also builds the plugins it loads.
 EXTRA_tests_unit_test_loader_DEPENDENCIES = $(test_plugins)
 endif

@@ -8,22 +8,22 @@ TESTS += tests/unit/test_parse tests/unit/test_reduce tests/unit/test_hmac
 tests_unit_test_parse_SOURCES = tests/unit/test_parse.c tests/unit/expect.h \
 	transports/verbs/vb_hca.c transports/verbs/vb_hca.h
 tests_unit_test_parse_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_unit_test_parse_LDADD = libcohort.la $(CHECK_LIBS)
+tests_unit_test_parse_LDADD = libcohort-core.la $(CHECK_LIBS)
 
 tests_unit_test_reduce_SOURCES = tests/unit/test_reduce.c
 tests_unit_test_reduce_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_unit_test_reduce_LDADD = libcohort.la $(CHECK_LIBS) -lm
+tests_unit_test_reduce_LDADD = libcohort-core.la $(CHECK_LIBS) -lm
 
 tests_unit_test_hmac_SOURCES = tests/unit/test_hmac.c
 tests_unit_test_hmac_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_unit_test_hmac_LDADD = libcohort.la $(CHECK_LIBS)
+tests_unit_test_hmac_LDADD = libcohort-core.la $(CHECK_LIBS)
 
 # Bad input at every public function (tests/unit/test_api.c: two ranks as two threads).
 check_PROGRAMS += tests/unit/test_api
 TESTS += tests/unit/test_api
 tests_unit_test_api_SOURCES = tests/unit/test_api.c tests/unit/expect.h
 tests_unit_test_api_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -pthread
-tests_unit_test_api_LDADD = libcohort.la $(CHECK_LIBS) -lpthread
+tests_unit_test_api_LDADD = libcohort-core.la $(CHECK_LIBS) -lpthread
 
 # The rendezvous server under a connection flood and out of descriptors; its handshake's MACs
 # (every bit of the hello's and the ack's) and the reasons it gives for a refusal.
@@ -31,7 +31,7 @@ check_PROGRAMS += tests/unit/test_rdv_server
 TESTS += tests/unit/test_rdv_server
 tests_unit_test_rdv_server_SOURCES = tests/unit/test_rdv_server.c
 tests_unit_test_rdv_server_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_unit_test_rdv_server_LDADD = libcohort.la $(CHECK_LIBS) -lpthread
+tests_unit_test_rdv_server_LDADD = libcohort-core.la $(CHECK_LIBS) -lpthread
 
 # The TCP transport's wire format (header-only: transports/tcp/tcp_wire.h).
 check_PROGRAMS += tests/unit/test_tcp_wire
@@ -46,5 +46,8 @@ check_PROGRAMS += tests/unit/test_engine
 TESTS += tests/unit/test_engine
 tests_unit_test_engine_SOURCES = tests/unit/test_engine.c tests/unit/expect.h
 tests_unit_test_engine_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -pthread
-tests_unit_test_engine_LDADD = libcohort.la $(CHECK_LIBS) -lpthread
+tests_unit_test_engine_LDADD = libcohort-core.la $(CHECK_LIBS) -lpthread
 endif
+# The library's exported symbols: the public API only (core/libcohort.map).
+TESTS += tests/unit/test_exports.sh
+dist_noinst_SCRIPTS += tests/unit/test_exports.sh

@@ -12,5 +12,5 @@ TESTS += tests/unit/test_topo
 tests_unit_test_topo_SOURCES = tests/unit/test_topo.c tests/unit/expect.h
 tests_unit_test_topo_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(HWLOC_CFLAGS) \
 	-DCOHORT_TEST_TOPO_DIR='"$(abs_top_srcdir)/tests/topologies"'
-tests_unit_test_topo_LDADD = libcohort.la $(CHECK_LIBS)
+tests_unit_test_topo_LDADD = libcohort-core.la $(CHECK_LIBS)
 endif
