@@ -54,4 +54,33 @@ run_case "the moved headers and cohort.pc: a C program and the example plugin bu
     cp -r "$3/examples/plugin" "$2/plugin" && make -C "$2/plugin" >"$2/mk" 2>&1 ||
         { cat "$2/mk"; exit 1; }
     [ -s "$2/plugin/libcohort-example.so" ]' - "$M" "$tmp" "$top_srcdir" "$CC" "$CFLAGS" "$LDFLAGS"
+run_case "man pages: cohortrun.1, cohort-info.1, cohort-bench.1 installed, each with its options and the version" sh -c '
+    [ -n "$(sed -n "s/^HELP2MAN = //p" "$3/Makefile")" ] || { echo "SKIP: configure found no help2man"; exit 0; }
+    v=$(sed -n "s/^PACKAGE_VERSION = //p" "$3/Makefile")
+    for t in cohortrun:hostfile cohort-info:topo-file cohort-bench:nonblocking; do
+        m="$1/share/man/man1/${t%%:*}.1"
+        [ -s "$m" ] || { echo "no $m"; ls -R "$1/share" | head; exit 1; }
+        grep -qi "^\.TH \"*${t%%:*}" "$m" && grep -q "$v" "$m" && sed "s/\\\\-/-/g" "$m" | grep -q -- "--${t#*:}" ||
+            { echo "$m:"; head -n 20 "$m"; exit 1; }
+    done' - "$M" "$tmp" "$top_builddir"
+# Completion: every long option a tool's --help shows is offered after "--", and a value list.
+if command -v bash >/dev/null 2>&1; then
+    run_case "bash completion of cohortrun, cohort-info and cohort-bench: every option of --help, and values" bash -c '
+        M=$1
+        for t in cohortrun cohort-info cohort-bench; do
+            f="$M/share/bash-completion/completions/$t"
+            [ -s "$f" ] || { echo "no $f"; exit 1; }
+            . "$f"
+            fn=$(complete -p "$t" | sed "s/.*-F \([^ ]*\) .*/\1/")
+            COMP_WORDS=("$t" "--"); COMP_CWORD=1; COMPREPLY=(); "$fn"
+            offered=" ${COMPREPLY[*]} "
+            for o in $("$M/bin/$t" --help | grep -oE -- "--[a-z][a-z_-]+" | sort -u); do
+                case "$offered" in *" $o "*) ;; *) echo "$t: --help shows $o, completion does not offer it"; exit 1 ;; esac
+            done
+        done
+        COMP_WORDS=(cohort-bench --coll al); COMP_CWORD=2; COMPREPLY=(); _cohort_bench
+        [ "${COMPREPLY[*]}" = "allreduce allgather alltoall" ] || { echo "--coll al: ${COMPREPLY[*]}"; exit 1; }
+        COMP_WORDS=(cohortrun --map-by n); COMP_CWORD=2; COMPREPLY=(); _cohortrun
+        [ "${COMPREPLY[*]}" = "node" ] || { echo "--map-by n: ${COMPREPLY[*]}"; exit 1; }' - "$M"
+fi
 finish
