@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cohort-bench internals shared between its source files (not installed). */
 #ifndef COHORT_BENCH_H
 #define COHORT_BENCH_H

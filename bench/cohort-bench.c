@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cohort-bench: performance and correctness sweep of cohort's collectives, after nccl-tests.
  *
  *   cohortrun -np 4 cohort-bench -c allreduce -b 8 -e 64M -f 2

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cohort-membw: the memory bandwidth that bounds intra-node collectives on this machine.
  *
  *   cohort-membw [-s SIZE] [-t THREADS] [-r SECONDS]

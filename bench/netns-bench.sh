@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # netns-bench: allreduce across 2 "nodes" x 2 ranks joined by a shaped link, on one machine.
 #
 # Not a test: a performance script (needs root and iproute2; iperf3 when present). It builds two
@@ -31,7 +32,7 @@ while getopts r:b:e:n:B:o:h opt; do
         n) ITERS=$OPTARG ;;
         B) BUILD=$OPTARG ;;
         o) OUTDIR=$OPTARG ;;
-        *) sed -n '2,21s/^# \{0,1\}//p' "$0"; exit 2 ;;
+        *) sed -n '3,22s/^# \{0,1\}//p' "$0"; exit 2 ;;
     esac
 done
 [ -n "$BUILD" ] || BUILD=$srcdir

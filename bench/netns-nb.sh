@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # netns-nb: the non-blocking engine's figures across 2 "nodes" joined by a shaped link, on one
 # machine (issue 18's performance section of docs/performance.md).
 #
@@ -22,7 +23,7 @@ while getopts r:B:o:h opt; do
         r) RATE=$OPTARG ;;
         B) BUILD=$OPTARG ;;
         o) OUTDIR=$OPTARG ;;
-        *) sed -n '2,15s/^# \{0,1\}//p' "$0"; exit 2 ;;
+        *) sed -n '3,16s/^# \{0,1\}//p' "$0"; exit 2 ;;
     esac
 done
 [ -n "$BUILD" ] || BUILD=$srcdir

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # netns-torch: the digits example between 2 "nodes" joined by a shaped link (issue 19's
 # performance section of docs/performance.md), cohort against gloo.
 #
@@ -18,7 +19,7 @@ while getopts r:B:h opt; do
     case $opt in
         r) RATE=$OPTARG ;;
         B) BUILD=$OPTARG ;;
-        *) sed -n '2,13s/^# \{0,1\}//p' "$0"; exit 2 ;;
+        *) sed -n '3,14s/^# \{0,1\}//p' "$0"; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))

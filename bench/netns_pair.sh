@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Sourced by the bench/netns-*.sh scripts (srcdir set): two "nodes" a and b (network namespaces
 # from tests/netns/lib.sh, removed on exit) on one bridge, each node's eth0 shaped to a rate.
 . "$srcdir/tests/netns/lib.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Alpha-beta-gamma scaling model of cohort's allreduce algorithms (docs/scaling.md).
 
 Models, for p = N nodes x L ranks per node (ranks numbered node by node):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cohort-bench --svg: plot bus bandwidth against message size from the JSON files that earlier
  * runs wrote with --json (see docs/bench.md for the schema). No communication, no library call.
  * Contains a small JSON reader (enough for any well-formed JSON file) and the SVG writer. */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """torch.distributed allreduce through a backend, as a PyTorch user sees it (issue figures in
 docs/performance.md). Launch: cohortrun -np N /usr/bin/python3 bench/torch_bench.py --backend B
 

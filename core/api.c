@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The public collectives: argument checks, the per-collective tag, algorithm dispatch. */
 #ifndef _DEFAULT_SOURCE
 #define _DEFAULT_SOURCE   /* mincore */

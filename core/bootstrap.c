@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Identity from the launcher's environment, and the bootstrap allgathers. */
 #include "core/bootstrap.h"
 #include "core/comm.h"

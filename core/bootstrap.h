@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Bootstrap: who am I (rank, size, job) and how the ranks first exchange bytes.
  *
  * Identity comes from COHORT_* (cohortrun), else Open MPI, MPICH/hydra (PMI_*), Slurm, torchrun.

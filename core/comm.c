@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Communicator creation (plugins, address exchange, transport choice, connections), split,
  * abort, destroy and queries. */
 #include "core/comm.h"

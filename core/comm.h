@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The communicator: its ranks, its transports' endpoints and connections, its state. */
 #ifndef COHORT_CORE_COMM_H
 #define COHORT_CORE_COMM_H

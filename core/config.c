@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The settings table: every COHORT_* variable, its default and help. Environment first, then a
  * cohort.conf file, then the default. */
 #include "core/config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The one settings table. Every COHORT_* variable the project reads is listed in config.c with
  * its default, a line of help and what a valid value is; cohort-info prints the table. Values
  * come from the environment, then from a cohort.conf file (COHORT_CONF, else ./cohort.conf, else

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cohort_config_check: every setting of the table (core/config.c) against what a valid value is,
  * run at every communicator's creation. A bad value fails there, naming the variable and the
  * text (and the settings file and line it came from), even when nothing would read it in this

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The request engine (core/engine.h): a queue per communicator, run in issue order by a
  * progress thread or by the callers of test/wait. */
 #include "core/engine.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The request engine: the non-blocking calls of cohort.h.
  *
  * A non-blocking call is checked when it is issued (bad arguments fail the call itself, nothing

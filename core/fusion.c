@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Tensor fusion planning (core/fusion.h). */
 #include "core/fusion.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Tensor fusion planning (pure functions; core/engine.c runs the plans).
  *
  * Allreduces of the same dtype and op whose sizes add up to at most the threshold

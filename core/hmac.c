@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104).
  *
  * All arithmetic is on uint32_t / uint64_t; bytes are widened to uint32_t before shifting so no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* SHA-256 and HMAC-SHA256 (FIPS 180-4, RFC 2104), for authenticating handshakes. */
 #ifndef COHORT_CORE_HMAC_H
 #define COHORT_CORE_HMAC_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The job's control channel (jobctl.h). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The job's control channel: after cohort_comm_init over a rendezvous (cohortrun, mpirun, srun,
  * torchrun) every rank keeps its rendezvous connection open for the life of the world
  * communicator. The server (cohortrun, or rank 0's thread) sees a rank die the moment its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The job's shape: the process's topology and place, interface order, the TOPO_DUMP report. */
 #include "core/jobtopo.h"
 #include "core/config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The job's shape: this process's place in the machine (through topology/), and from every
  * rank's place the node groups, the ring order and the hierarchical plan; the COHORT_TOPO_DUMP
  * report. */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # The collective algorithms: in libcohort, and in tests/unit/test_coll over a mock p2p layer.
 coll_sources = \
 	core/coll/coll.h core/coll/select.c \

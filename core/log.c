@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Logging (COHORT_DEBUG, COHORT_DEBUG_SUBSYS) and the thread-local last error. */
 #include "core/log.h"
 #include "core/config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Logging and the one error idiom of cohort.
  *
  * Every failure path does:   return cohort_error(COHORT_ERR_X, "what failed ... what to try");

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Memory the ranks of one node can map: cohort_mem_alloc / cohort_mem_free (cohort.h), and the
  * lookup the plugins get through the host table (ABI 1.3, mem_shared).
  *

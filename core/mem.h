@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Node-shareable memory (cohort_mem_alloc): the lookup behind the host table's mem_shared. */
 #ifndef COHORT_CORE_MEM_H
 #define COHORT_CORE_MEM_H

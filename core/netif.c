@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* This host's network interfaces, and the COHORT_SOCKET_IFNAME filter over them. */
 #include "core/netif.h"
 #include "core/jobtopo.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Network interfaces of this host, filtered by COHORT_SOCKET_IFNAME. */
 #ifndef COHORT_CORE_NETIF_H
 #define COHORT_CORE_NETIF_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Point-to-point over the communicator's transports, with timeouts, abort and clear errors. */
 #include "core/p2p.h"
 #include "core/coll/coll.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Point-to-point layer the collective algorithms run on.
  *
  * Messages between two ranks of a communicator are matched in order (the n-th send from a to b

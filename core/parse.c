@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Parsers for text that comes from users: numbers, sizes, COHORT_SOCKET_IFNAME, hostfiles, -H
  * lists, COHORT_ALGO and COHORT_TRANSPORTS. Every failure names `what` and quotes the bad text
  * (bounded, control characters shown as '?'). Text is walked as spans (pointer + length), so no

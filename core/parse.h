@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Parsers for text that comes from users: numbers, sizes, interface specs, hostfiles. Pure
  * functions; on bad text they return COHORT_ERR_INVALID_ARG after cohort_error() naming `what`
  * (the variable or file:line) and the bad text. */

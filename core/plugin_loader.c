@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Transport plugin discovery, validation and loading. */
 #include "core/plugin_loader.h"
 #include "core/config.h"

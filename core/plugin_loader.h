@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Finding, validating, loading and initialising transport plugins.
  *
  * Search order: each directory of COHORT_PLUGIN_PATH, then the build tree (.libs and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Reduction kernels. fp16/bf16 are reduced in float32 and rounded to nearest even. */
 #ifndef COHORT_CORE_REDUCE_H
 #define COHORT_CORE_REDUCE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* TCP rendezvous server and client: authenticated rounds of allgather (see rendezvous.h). */
 #include "core/rendezvous.h"
 #include "core/hmac.h"

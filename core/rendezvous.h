@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* TCP rendezvous: the out-of-band allgather that bootstraps a job.
  *
  * A server (hosted by cohortrun, or by rank 0 in a thread under mpirun/srun/torchrun) accepts one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* COHORT_TIMELINE (core/timeline.h). */
 #include "core/timeline.h"
 #include "core/comm.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* COHORT_TIMELINE: a Chrome trace (JSON, chrome://tracing and Perfetto) per process.
  *
  * One file per process ("%r" in the path becomes the rank of the first communicator that opens

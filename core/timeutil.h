@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #ifndef COHORT_CORE_TIMEUTIL_H
 #define COHORT_CORE_TIMEUTIL_H
 #include <stdint.h>

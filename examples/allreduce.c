@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The README's example: average a small "gradient" over all ranks.
  *   cohortrun -np 4 ./allreduce
  * Build against an installed cohort: cc allreduce.c $(pkg-config --cflags --libs cohort) */

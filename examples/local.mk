@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # examples/plugin: a minimal out-of-tree transport plugin. It is shipped in the tarball and, on
 # `make installcheck` (so on `make distcheck` too), built from a scratch copy against the
 # INSTALLED headers through the installed cohort.pc, then run through the installed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Creating a cohort communicator from an existing MPI job: MPI does the out-of-band exchange,
  * cohort does the collectives (the pattern frameworks with their own store follow too).
  *   mpicc mpi_bootstrap.c $(pkg-config --cflags --libs cohort) -o mpi_bootstrap

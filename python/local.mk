@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # The Python package `cohort` (python/cohort) and its PyTorch backend, a C++ extension
 # (python/csrc) built against the torch configure found (BUILD_TORCH). `make` also stages a
 # runnable copy in the build tree, python-stage/ (tests and the examples use it through

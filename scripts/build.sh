@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # build.sh BUILD_DIR [configure args...]: configures (out of tree) and builds cohort.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)

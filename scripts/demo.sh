@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # README command 1: installs the dependencies, builds cohort, and runs a 4-rank allreduce sweep
 # with cohortrun and cohort-bench on this machine (ranks on one machine talk through shared
 # memory; add COHORT_TRANSPORTS=tcp to compare with loopback TCP).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs what building and testing cohort needs on Debian 12 (as root, or through sudo).
 set -euo pipefail
 # clang + libclang-rt-14-dev (libclang_rt.fuzzer, only recommended by clang): the libFuzzer

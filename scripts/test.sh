@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # README command 2 (what CI runs): installs the dependencies, builds with -Werror and runs the
 # whole suite; then runs the shm transport's unit tests under ThreadSanitizer; then builds again
 # with AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite again.  SKIP_TSAN=1

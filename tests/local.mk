@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 include tests/unit/local.mk
 include tests/unit/coll.mk
 include tests/plugins/local.mk

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cohort-info: version, build, plugins (and why any was refused), settings, interfaces, and the
  * machine's topology with the rank placement and ring of a hypothetical job. */
 #include "cohort/cohort.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cohortrun: the launcher of a cohort job.
  *
  * It creates the job's identity (job id, secret), hosts the rendezvous server the ranks meet at,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 include tools/cohortrun.mk
 
 bin_PROGRAMS += tools/cohort-info

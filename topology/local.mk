@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # topology/: node identity and the machine's topology through hwloc; linked into libcohort.
 topology_sources = \
 	topology/node.c topology/node.h \

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "topology/node.h"
 #include "core/config.h"
 

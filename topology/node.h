@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Node identity: which ranks share a machine. hostname + boot id, or COHORT_HOSTID. */
 #ifndef COHORT_TOPOLOGY_NODE_H
 #define COHORT_TOPOLOGY_NODE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The machine's topology through hwloc (see topo.h for the contract).
  *
  * Places and device localities are computed from cpusets (OS PU indexes, as hwloc keeps them):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The machine's topology through hwloc: where a process runs, the I/O devices (network
  * interfaces, RDMA devices, GPUs) and their PCI locality, and the ring order of a job's ranks.
  *

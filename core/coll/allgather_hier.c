@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Hierarchical allgather (see allreduce_hier.c for the hierarchy), for nodes of equal size L:
  *  1. allgather of each rank's block among the ranks of its local rank (one per node): every
  *     block crosses the network once per other node, and every local rank drives its own share;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Ring allgather: n-1 steps around the ring (cohort_coll_ring: positions, not rank numbers); at
  * step s the rank at position p sends the block of the rank at position p - s to position p + 1
  * and receives the block of position p - s - 1 from position p - 1 straight into its place in

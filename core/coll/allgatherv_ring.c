@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Ring allgatherv: the ring allgather with a block size per rank. n-1 steps; at step t the rank
  * at ring position p sends the block that started at position p - t to its right neighbour and
  * receives the one that started at p - t - 1 from its left, straight into its place in recvbuf

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Ring allreduce of float32 (SUM, AVG) with fp16 or bf16 on the wire (COHORT_COMPRESS,
  * cohort_comm_set_compression), for communicators whose ranks sit on different nodes, where
  * the network is the bottleneck: every message carries half the bytes.

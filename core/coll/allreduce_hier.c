@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Hierarchical allreduce for jobs over several nodes (core/comm.c sets up the hierarchy: a
  * communicator per node group, normally run by the shm transport's node collectives, and one per
  * local rank across the nodes).

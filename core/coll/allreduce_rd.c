@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Recursive-doubling allreduce for small and medium messages: log2(p2) steps in which partners
  * exchange the whole buffer (latency-optimal; every rank moves log2(n) full buffers, so ring
  * wins once the message is large).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Ring allreduce: reduce-scatter then allgather over n segments (bandwidth-optimal: every rank
  * sends and receives 2 (n-1)/n of the buffer).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Pairwise-exchange alltoall: n-1 steps; at step s rank r sends block (r + s) mod n to rank
  * (r + s) mod n and receives block (r - s) mod n from rank (r - s) mod n, so every rank talks to
  * exactly one destination and one source per step (no incast). Our own block is copied locally.

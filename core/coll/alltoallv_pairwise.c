@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Pairwise-exchange alltoallv: the alltoall's n-1 steps (at step s, send to rank + s and receive
  * from rank - s: one destination and one source per step, no incast) with a count and a
  * displacement per peer on each side.

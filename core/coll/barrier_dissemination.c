@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Dissemination barrier (Hensgen, Finkel, Manber): ceil(log2 n) rounds; in round k rank r sends
  * an empty message to (r + 2^k) mod n and waits for one from (r - 2^k) mod n. After the last
  * round every rank has heard, directly or transitively, from every other one; works for any n,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Pipelined chain broadcast for large messages along the ring (cohort_coll_ring), starting at
  * the root: root -> the next position -> ... -> the position before the root's.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Hierarchical broadcast (see allreduce_hier.c for the hierarchy).
  *
  * Every node has L ranks: the root's peers of the same local rank l_r (one per node) broadcast

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Binomial-tree broadcast for small messages: ceil(log2 n) rounds, the whole buffer per message.
  *
  * Ranks are renumbered v = (rank - root) mod n. v > 0 receives from v - lowbit(v); then every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Collective algorithms: one file each in core/coll/, all over core/p2p.h.
  *
  * Each algorithm is a function taking the communicator and the validated arguments. Buffers are

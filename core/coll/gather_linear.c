@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Linear gather: every rank sends its block to the root, which posts all n-1 receives at once
  * (straight into recvbuf) and waits for them together, as Gloo does; the root copies its own
  * block unless in place. One message per rank, the root's link carries everything once: the

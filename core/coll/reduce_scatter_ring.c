@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Ring reduce-scatter: n-1 steps over n blocks of recvcount elements; rank r ends with the
  * reduced block r. The ring is cohort_coll_ring's: below, p is this rank's position, B(q) the
  * block of the rank at position q.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Binomial-tree reduce to root, pipelined in chunks.
  *
  * Ranks are renumbered v = (rank - root) mod n. Rank v's children are v + m for every power of

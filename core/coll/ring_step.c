@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The pipelined ring reduce step (see ring_step.h). Receives are posted first, PIPE_DEPTH chunks
  * ahead into scratch slots, so the neighbour's sends land while earlier chunks are reduced; each
  * slot is reposted for a later chunk as soon as it has been reduced. Sends go SEND_AHEAD chunks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The pipelined reduce step shared by the ring algorithms (allreduce's reduce-scatter phase and
  * reduce_scatter): send a block to the right neighbour in chunks while receiving the left
  * neighbour's block in chunks and reducing each chunk as soon as it arrives. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Linear scatter: the root posts one send per rank at once (block r of sendbuf to rank r) and
  * waits for them together; every other rank receives its block straight into recvbuf. The root
  * copies its own block unless in place. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Algorithm table and selection.
  *
  * COHORT_ALGO (e.g. "allreduce:ring;broadcast:tree") wins when it names an algorithm for the

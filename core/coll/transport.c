@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Collectives a transport runs itself (the plugin's collective table, ABI 1.1).
  *
  * Used when every peer of the communicator is connected through one plugin that offers the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libcohort-example.so: a minimal cohort transport plugin, written out of tree.
  *
  * It moves messages between the ranks of one machine over UNIX-domain stream sockets in the

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Data-parallel training of a small CNN on sklearn's bundled 8x8 digits (no download).
 
 Two ways to drive the communication:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cohort: collective communication for distributed training.
  *
  * Public C API (C99, stable). Every function that can fail returns a cohort_status_t; on failure

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cohort transport plugin ABI (C99, versioned, size-prefixed).
  *
  * A transport plugin is a shared object libcohort-<name>.so exporting one const struct

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """cohort: collective communication for distributed training (Python side).
 
 `cohort.torch` is the PyTorch side: importing it registers the c10d backend "cohort" and offers

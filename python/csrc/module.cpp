@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // cohort.torch._C: the process group class for Python (python/cohort/torch/_backend.py makes
 // and registers it).
 #include <torch/python.h>

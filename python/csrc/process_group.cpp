@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // ProcessGroupCohort (process_group.hpp says how it works).
 #include "process_group.hpp"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // ProcessGroupCohort: PyTorch's c10d ProcessGroup over cohort's non-blocking C API.
 //
 // Every operation is issued as one or more cohort requests (cohort_i*) and returns at once with a

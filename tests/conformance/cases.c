@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cohort-conformance: the cases. Each runs on every rank with a fresh endpoint (its own comm
  * id), fails with a message through cf_fail, and leaves closing to the harness unless closing
  * is what it tests. The peer-exit case must stay last: its victim rank leaves the run.

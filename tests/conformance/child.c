@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cohort-conformance: one rank. Loads the plugin, runs every case, reports to the parent. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cohort-conformance PLUGIN.so [--np N] [--timeout S] [--only TEXT] [-v]
  *
  * Runs a transport plugin through the plugin ABI alone: the parent loads and validates it with

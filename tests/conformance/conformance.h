@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cohort-conformance: drives any transport plugin through the plugin ABI alone.
  *
  * The parent (conformance.c) validates the plugin, forks N ranks and relays their out-of-band

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Plugin conformance suite: cohort-conformance PLUGIN.so [--np N] (installed, for plugin
 # authors), run here on the freshly built TCP transport; plus TCP-specific handshake checks.
 bin_PROGRAMS += cohort-conformance

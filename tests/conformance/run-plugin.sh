@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # run-plugin.sh NAME: the plugin conformance suite on the freshly built libcohort-NAME.so, with 2
 # and 3 ranks. Run through run-<name>.sh by `make check` from the top build directory
 # (abs_top_builddir/top_builddir win if set).

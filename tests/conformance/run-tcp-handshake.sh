@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # TCP transport: stray, forged and replayed connections are refused and logged; the connector
 # authenticates the acceptor; mixed COHORT_SOCKET_NSOCKS; lost peers are named.
 b=${abs_top_builddir:-${top_builddir:-.}}

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The plugin conformance suite on the UCX transport, when configure built it
 # (COHORT_TRANSPORTS=ucx: the plugin is unavailable here otherwise):
 #  - UCX's default transports at np 2 (tcp is chosen between these same-host ranks: UCX 1.13's

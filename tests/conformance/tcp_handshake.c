@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tcp-handshake PLUGIN.so: the TCP transport refuses what it must refuse.
  *
  * Stray, malformed, forged and replayed connections to an endpoint are closed without an answer

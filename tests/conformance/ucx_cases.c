@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ucx-conformance: cases for the ucx plugin beyond the plugin ABI's contract, run by the same
  * harness as cohort-conformance (conformance.c, child.c):
  *   ucx-conformance PATH/libcohort-ucx.so [--np N]

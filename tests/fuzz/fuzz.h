@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared by the fuzz targets (tests/fuzz/fuzz_*.c). Each target defines LLVMFuzzerInitialize
  * and LLVMFuzzerTestOneInput; it is linked either with libFuzzer (clang -fsanitize=fuzzer) or
  * with tests/fuzz/replay.c, which runs the committed corpus through it (make check, valgrind).

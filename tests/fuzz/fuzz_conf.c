@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fuzz target: the cohort.conf reader (core/config.c). The input, raw, is the file: it is
  * written to a memfd that COHORT_CONF names, the cached values and the log are reset, and every
  * setting is read back through cohort_config_get / cohort_config_source.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fuzz target: the job's control channel (core/rendezvous.h; core/jobctl.c keeps each rank's
  * rendezvous connection open after the bootstrap for failure notices, notes, stall reports,
  * goodbye and shutdown), both directions, over real loopback sockets through the public

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fuzz target: cohortrun's host lists (core/parse.h). data[0] % 3 picks the reader; the rest is
  *   0  hostfile text (cohort_hostfile_parse_text), as a NUL-terminated string
  *   1  a -H list (cohort_hostlist_parse), as a NUL-terminated string

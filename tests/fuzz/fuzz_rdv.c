@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fuzz target: the rendezvous protocol (core/rendezvous.h), over real loopback sockets, through
  * the public functions only. data[0] % 3 picks who sends the bytes data[3..]:
  *

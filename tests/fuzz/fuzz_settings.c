@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fuzz target: the settings parsers of core/parse.h (values of COHORT_* variables, from the
  * environment or cohort.conf) and the rendezvous address. data[0] % 8 picks the parser, data[0] / 8
  * a variant (a range); the rest, as a NUL-terminated string, is the text:

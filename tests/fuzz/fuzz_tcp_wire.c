@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fuzz target: the TCP transport's wire format and the checks of what peers send
  * (transports/tcp/tcp_wire.h): the bytes a peer or a stranger sends to a listening rank, and
  * the message headers an authenticated peer sends. data[0] % 6 picks what the rest is:

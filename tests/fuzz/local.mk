@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Fuzz targets for the parsers of bytes from outside (docs/testing.md, "Fuzzing and valgrind").
 # Each tests/fuzz/fuzz_<name>.c is built twice:
 #  * tests/fuzz/replay_<name>: with the configured compiler and replay.c's main, linked to

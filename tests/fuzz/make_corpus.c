@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* make_corpus DIR: writes the seed inputs of every fuzz target, DIR/<target>/seed-<what>.
  * tests/fuzz/make_corpus.sh runs it into tests/fuzz/corpus (the committed corpus); test_replay.sh
  * runs it into a scratch folder and checks that the committed seeds are what it writes today.

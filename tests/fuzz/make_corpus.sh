@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # make_corpus.sh [BUILD_DIR]: rewrites the seeds of the committed fuzz corpus
 # (tests/fuzz/corpus/fuzz_<target>/seed-*) with BUILD_DIR/tests/fuzz/make_corpus (default
 # BUILD_DIR: the current directory; `make check TESTS=` builds it). Inputs that fuzzing found

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Loopback sockets for fuzz_rdv.c, fuzz_ctl.c and make_corpus.c, the harnesses' bounded waits,
  * and a real client's hello captured off the
  * wire: cohort_rdv_connect() runs in a thread against a listener of ours, which keeps the bytes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The main() a fuzz target gets when it is built without libFuzzer (make check, valgrind):
  * replay FILE|DIR... runs every file given, and every file of every directory given (sorted by
  * name, not recursing), through LLVMFuzzerTestOneInput once, in a buffer of exactly the file's

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs every libFuzzer target (tests/fuzz/fuzz_*, built when configure found a FUZZ_CC with
 # -fsanitize=fuzzer) for FUZZ_SECONDS (default 15) each, starting from a copy of its committed
 # corpus (tests/fuzz/corpus/fuzz_<target>; the tree stays as it is). A crash, sanitizer report,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The fuzz targets without libFuzzer (tests/fuzz/replay_*: replay.c's main): every file of the
 # committed corpus (tests/fuzz/corpus/fuzz_<target>) and every seed make_corpus writes today goes
 # through its target once. Built by the configured compiler, so this runs in the -Werror pass and

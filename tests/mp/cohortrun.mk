@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # cohortrun's own tests: placement, environment, output, failures, timeouts, interrupts, rsh.
 check_PROGRAMS += tests/mp/cr_rdv_client
 tests_mp_cr_rdv_client_SOURCES = tests/mp/cr_rdv_client.c

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Multi-process correctness test, run as ranks under cohortrun:
  *   cohortrun -np N tests/mp/collcheck [--big] [--mem cohort|mixed]
  * Every collective x dtype x op x in/out-of-place at sizes 0, 1, odd, around the pipeline chunk,

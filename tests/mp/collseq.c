@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A job's shape, run as ranks under cohortrun:
  *   cohortrun -np N tests/mp/collseq [COMMS]
  * On COMMS communicators in turn (splits of the world, then the world itself, default 8), every

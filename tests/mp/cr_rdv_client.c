@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Test helper for test_cohortrun.sh: a rank that meets the others at cohortrun's rendezvous
  * (COHORT_RENDEZVOUS, COHORT_JOB_ID, COHORT_SECRET, COHORT_RANK, COHORT_SIZE), allgathers its
  * rank, checks what came back and leaves cleanly. "--skip R": rank R never connects (it sleeps

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctlcheck MODE: one scenario of abort, mismatch or stall, run as every rank of a cohortrun job
  * by tests/mp/test_reliability.sh. Prints "ok: ..." lines, or "FAIL: ..." and exits 1.
  *

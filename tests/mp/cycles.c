@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Resource checks, run as the ranks of a job (tests/mp/test_resources.sh):
  *
  *   cohortrun -np 2 tests/mp/cycles [--cycles N]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Element access and reference values for the multi-process tests (collcheck, nbcheck):
  * conversions independent of the library's own, and inputs chosen so that every reduction is
  * exact in every dtype. Header-only: each test program includes it once. */

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs a rank as if on a node of its own, for topology tests on one machine: COHORT_HOSTID from
 # the rank number, FAKE_PER ranks per node in rank order (block), or with FAKE_RR=N round-robin
 # over N nodes (rank r on node r mod N, as cohortrun --map-by node places them).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Helpers of the fault-injection scripts (tests/mp/test_faults.sh, tests/netns/test_netns_faults.sh),
 # sourced after tests/mp/lib.sh.
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }

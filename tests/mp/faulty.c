@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* faulty DIR COLL COUNT [--between]: the rank program of the fault-injection suite
  * (tests/mp/test_faults.sh, tests/netns/test_netns_faults.sh), run as a rank under cohortrun.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Shared helpers for the multi-process test scripts (sourced). Counts cases and prints the
 # closing "N passed, N failed" line that CI reads.
 : "${top_builddir:?run through make check (AM_TESTS_ENVIRONMENT sets top_builddir)}"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Multi-process tests: real ranks through cohortrun over the real transports.
 check_PROGRAMS += tests/mp/collcheck
 tests_mp_collcheck_SOURCES = tests/mp/collcheck.c tests/mp/elems.h

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Buffer lifetimes as frameworks have them, run as ranks under cohortrun:
  *   cohortrun -np N tests/mp/memchurn [--min BYTES] [--max BYTES] [--kinds LIST] [--colls LIST]
  *                                    [--repeat R] [--need-reuse N]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The non-blocking calls, the v-variants, gather and scatter, as ranks under cohortrun:
  *   cohortrun -np N tests/mp/nbcheck              correctness (below)
  *   cohortrun -np N tests/mp/nbcheck --abort F    requests outstanding, then cohort_comm_abort

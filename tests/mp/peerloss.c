@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* peerloss DIR COUNT: loops float32 allreduce of COUNT elements until an error. Writes its pid to
  * DIR/pid.<rank> once the first allreduce succeeded, and on the first error its message to
  * DIR/err.<rank>; exits 1 then. Driven by test_shm.sh, which kills one rank with SIGKILL. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* reinit alive|after: a second cohort_comm_init in one process, run as every rank of a job by
  * tests/mp/test_bootstrap.sh.
  *

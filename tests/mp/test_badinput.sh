@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The bad-input suite: every setting and every option of cohort-info and cohort-bench (and
 # cohortrun's numbers and files), fed bad values from the table below. Each must be refused:
 # a non-zero exit within CASE_S seconds (a hang fails the case) and a message naming the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # cohort-bench end to end: every collective, every dtype and op, checked results (#wrong must be
 # 0 and the exit status 0), also on cohort_mem_alloc buffers, plus JSON output and the SVG mode.
 . "$top_srcdir/tests/mp/lib.sh"

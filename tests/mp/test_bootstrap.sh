@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Bootstrap paths without cohortrun (torchrun, Open MPI and Slurm style environments, file://)
 # and the failures a user must see quickly and clearly.
 . "$top_srcdir/tests/mp/lib.sh"

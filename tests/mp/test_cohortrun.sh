@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # cohortrun: placement, environment (PyTorch's env:// variables too, and a real torch job when
 # /usr/bin/python3 has torch), output relay, failure handling, timeouts, interrupts and the rsh
 # agent path (with fake agents: no ssh needed). Run by `make check` from the build directory

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Every collective x dtype x op x in/out-of-place through cohortrun at np = 1..5, over the
 # default transport (shm between these same-node ranks), again over TCP, with forced algorithms,
 # a tiny pipeline chunk and other socket counts; buffers re-made between calls (memchurn); the tcp

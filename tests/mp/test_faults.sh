@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The fault-injection suite: one rank is killed with SIGKILL while the ranks loop a collective
 # (tests/mp/faulty), and every survivor must fail by itself with COHORT_ERR_PEER_LOST (or
 # COHORT_ERR_TIMEOUT) within COHORT_TIMEOUT, naming the rank that died; no survivor may hang.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Peer loss without cohortrun: under torchrun (and mpirun/srun with COHORT_RENDEZVOUS) rank 0
 # hosts the job's rendezvous in a thread, and that connection stays open as the job's control
 # channel (docs/reliability.md). Here the ranks (tests/mp/faulty, looping allreduce) are started

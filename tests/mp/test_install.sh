@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # `make install` into a staging directory, then the install moved elsewhere (as a relocated
 # prefix, a container layer or an unpacked package would be): its tools find their own plugins
 # beside the libcohort.so they loaded (core/plugin_loader.c), never those of the configured

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The non-blocking calls, the v-variants, gather and scatter (tests/mp/nbcheck.c) at np 1-5 over
 # the default transport (shm here), over tcp, with caller-driven progress; then requests
 # outstanding when the communicator is aborted, when a peer dies and when a rank never joins.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The job's control channel (core/jobctl.h) end to end: abort from another thread, from a signal
 # handler and during a split returns within 2 s and the other rank hears of it naming the rank;
 # a mismatch names both calls on both ranks; broadcasts whose ranks disagreed on the root fail the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Resources (tests/mp/cycles.c):
 #  - no fd, thread, heap or shared memory leak over CYCLES (default 1000) cycles of create ->
 #    allreduce -> destroy through cohort_comm_init_oob (a full bootstrap each time) and

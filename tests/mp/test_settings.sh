@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Bad settings are errors, never silently ignored: cohortrun -np 1 and -np 2 with one bad
 # COHORT_* value (or a bad cohort.conf) must fail, and the output must name the variable and the
 # bad text (or the file, the line and its text). Good values of the same settings must pass, so

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The shared-memory transport end to end: chosen by default for same-node ranks, every collective
 # over its node collectives (default, tiny rounds, np 1-8) and over its point-to-point path (with
 # and without CMA, tiny segments), oversubscribed np 8, ranks moved onto one CPU, buffers from cohort_mem_alloc read in

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Rings and hierarchies over "nodes" faked with COHORT_HOSTID on this one machine (shm inside a
 # fake node, tcp between them), so they run without root; tests/netns/ runs real separate
 # network stacks. Every collective element by element with the hierarchy on, forced and off,

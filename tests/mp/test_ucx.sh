@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The UCX transport end to end (COHORT_TRANSPORTS=ucx): every collective through cohortrun at
 # np 2..4 over UCX's tcp (UCX_TLS=tcp) and over its shared memory (UCX_TLS=posix,sysv,cma,self);
 # the plugin is unavailable unless asked for, and then cohort-info shows UCX's version and

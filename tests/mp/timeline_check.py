@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Checks COHORT_TIMELINE files (tests/mp/test_nonblocking.sh).
 
 timeline_check.py FILE...         each file is strict JSON (the job ended normally), and holds

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Multi-node test helpers (sourced): "hosts" are network namespaces joined by veth pairs to one
 # bridge, so that real ranks on several "nodes" talk over real (virtual) links on one machine.
 #

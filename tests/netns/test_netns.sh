@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Multi-node tests: real ranks of tests/mp/collcheck (every collective, element by element) on
 # several "hosts" that are network namespaces joined by veth pairs to a bridge (tests/netns/lib.sh
 # describes the layout), launched by cohortrun through the agent 'ip netns exec {host} env

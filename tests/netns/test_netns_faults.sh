@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The fault-injection suite's network cut: ranks of tests/mp/faulty loop a collective on several
 # "nodes" (network namespaces joined by veth pairs to a bridge: tests/netns/lib.sh), tcp between
 # the nodes; then one node's link is taken down. Nothing tells the others (no RST, no FIN: the

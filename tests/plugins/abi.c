@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libcohort-abi<...>.so: one source built once per ABI version at the bounds of what the loader
  * accepts (tests/plugins/local.mk passes the name, the major's distance from this cohort's, the
  * minor and the struct size it claims):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libcohort-badabi.so: built for a plugin ABI major this cohort does not know (99). */
 #include "stub.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libcohort-future.so: a GOOD plugin from a future ABI 1.7, whose struct has grown by appending
  * fields this cohort does not know. The core must accept it and use only the 1.0 fields. */
 #include "stub.h"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Deliberately broken transport plugins, one good one from a "future" ABI 1.7 and four at the
 # bounds of the ABI versions the loader accepts (abi.c), that only
 # tests/unit/test_loader loads. Built as real shared objects (tests/plugins/.libs/*.so) on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libcohort-misname.so: its name field disagrees with its file name. */
 #include "stub.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libcohort-nosym.so: named like a plugin but exports no cohort_transport_v1. */
 #include "stub.h"
 

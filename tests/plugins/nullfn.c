@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libcohort-nullfn.so: the mandatory isend is NULL. */
 #include "stub.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libcohort-small.so: its size field is one pointer short of the ABI 1.0 struct (as if built
  * against a header that lacked the last field). */
 #include "stub.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Trivial transport functions shared by the deliberately broken test plugins (and the good
  * "future" one): init/finalize/get_attr work, everything else says COHORT_ERR_UNSUPPORTED.
  * Only tests/unit/test_loader.c loads these; none of them moves a byte. */

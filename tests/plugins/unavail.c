@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libcohort-unavail.so: valid, but init says it cannot run on this machine. */
 #include "stub.h"
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A rank killed mid-training: every other rank's pending Work must fail with a Python exception
 that names the lost rank, within the process group's timeout, never hang.
 

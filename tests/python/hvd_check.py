@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Per-rank checks of cohort.torch's Horovod-style API (import cohort.torch as hvd).
 
     PYTHONPATH=python HVD_TEST_BACKEND=gloo \\

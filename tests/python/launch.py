@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """A tiny launcher for cohort's Python tests.
 
     launch.py -np N [--timeout S] [--local-size K] -- command [args...]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # The PyTorch backend and the Horovod-style API, through Debian's real torch (tests/python).
 # test_torch.sh: our own cases; test_torch_suite.sh: PyTorch's own distributed test suite with
 # BACKEND=cohort (docs/testing.md lists what differs from gloo and why).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Every operation of the "cohort" c10d backend, on every rank of a job (launched by cohortrun,
 which exports what env:// needs): every dtype with a cohort dtype, every reduce op, exact values
 element by element, odd sizes, non-contiguous tensors, async Works completed out of order,

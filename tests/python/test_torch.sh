@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The PyTorch backend through the real torch (Debian's python3-torch), every rank launched by
 # cohortrun: every operation and dtype at np 1-4 (pg_check.py), a rank killed mid-training
 # (dead_rank.py), the Horovod-style API (hvd_check.py), the digits example with DDP and with

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # PyTorch's own distributed test suite (torch.testing._internal.distributed.distributed_test,
 # shipped with Debian's python3-torch) with BACKEND=cohort at world size 2: every case that passes
 # with gloo (tests/python/torch_suite/gloo-pass-ws2.txt, measured with the same driver) must pass

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Collective algorithms over a threaded mock of the p2p layer (no transports, no libcohort).
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/test_coll

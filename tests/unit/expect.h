@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Check assertions on a cohort call's status and its cohort_last_error() message, shared by the
  * unit tests. */
 #ifndef COHORT_TESTS_UNIT_EXPECT_H

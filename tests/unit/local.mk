@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Unit tests (Check) for the public API's argument checks, the parsers, the reduction kernels, SHA-256/HMAC and the TCP wire format.
 # Included from tests/local.mk; paths are relative to the top directory.
 if HAVE_CHECK

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Test-only implementation of core/p2p.h and the communicator services used by the algorithms
  * (see mock_p2p.h). One mutex guards the whole world; each rank waits on its own condition
  * variable. Matching happens when the second side of a pair is posted, in the posting thread.

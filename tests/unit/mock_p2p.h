@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Test-only stand-in for core/p2p.c and the communicator services of core/coll/coll.h: a "world"
  * of N ranks living as threads of one process, with an ordered queue per (src, dst) pair.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Unit tests of the shm transport's node-collective engine (transports/shm/coll.c): threads play
 # the ranks over one collective area in ordinary memory, with the core's reduction kernels.
 if HAVE_CHECK

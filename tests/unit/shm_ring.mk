@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Unit tests of the shm transport's SPSC ring (transports/shm/ring.h, header-only): single-thread
 # boundaries, plus producer/consumer stress in two threads and in two processes.
 if HAVE_CHECK

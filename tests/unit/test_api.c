@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Bad input never crashes: every function of cohort.h against NULL handles and out pointers,
  * dtypes and ops out of range, roots that are not ranks, counts whose byte size overflows,
  * overlapping buffers, destroyed handles, calls from the wrong state (aborted, busy), bad

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests of the collective algorithms (core/coll/) over the threaded mock p2p layer
  * (tests/unit/mock_p2p.c): every algorithm x nranks 2..8 x counts x dtypes/ops x in/out of place
  * x chunk sizes x eager/rendezvous sends, each element checked against a locally computed

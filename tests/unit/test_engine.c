@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The request engine (core/engine.c) on one-rank communicators: the queue, the progress thread
  * and caller-driven progress, requests completed from other threads, an abort racing the queue,
  * the order of blocking calls after non-blocking ones, destroy with requests outstanding.

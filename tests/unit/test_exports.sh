@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # libcohort.so exports exactly the functions that include/cohort/cohort.h declares (read through
 # the compiler's preprocessor, so comments do not count), each under a version node of
 # core/libcohort.map, and no other symbol; every transport plugin exports only

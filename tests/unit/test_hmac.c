@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests for core/hmac.c: FIPS 180-4 SHA-256 examples and RFC 4231 HMAC-SHA256 vectors. */
 #include <check.h>
 #include <stdio.h>

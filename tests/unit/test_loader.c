@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests for core/plugin_loader.c against the deliberately broken plugins of tests/plugins/
  * (and the good libcohort-future.so, whose struct is larger than ABI 1.0's). Each refusal must
  * give the right status and a cohort_last_error() that names the file and the reason. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests for core/parse.c (every grammar rule and every error case) and for the settings
  * (core/config.c: the table, cohort.conf; core/config_check.c). Errors are checked for
  * the status AND for a cohort_last_error() message that names the setting and the bad text. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The rendezvous server under a connection flood (issue 5: strangers are refused and the job goes
  * on undisturbed):
  *  - flood: 400 idle connections that never send a hello; the server holds at most

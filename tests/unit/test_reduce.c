@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests for core/reduce.c: every dtype x op against a reference computed independently here
  * (64-bit integer arithmetic, double arithmetic, and fp16/bf16 encoders built on frexp/nearbyint),
  * plus hand-checked fp16/bf16 rounding cases, NaN, +-0, +-inf, overflow, subnormals, integer wrap,

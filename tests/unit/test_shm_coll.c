@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests of the shm transport's node-collective engine (transports/shm/coll.c).
  *
  * N threads of one process play N ranks over one collective area in ordinary memory (rank 0's

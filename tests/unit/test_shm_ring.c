@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests of the shm transport's single-producer/single-consumer ring (transports/shm/ring.h).
  *
  * (a) single thread: layout, empty/full boundaries, publication visibility, wrap-around many

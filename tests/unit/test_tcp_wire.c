@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests for the TCP transport's address blob and probe marker (transports/tcp/tcp_wire.h):
  * round trip, truncated and oversized blobs, candidate counts, versions and field checks. */
 #include <check.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests for topology/topo.c on four real machines (the XML files of tests/topologies/, from
  * hwloc's test suite) and on this one. Every expectation was read off the XML files (lstopo-no-graphics
  * --input FILE -p, hwloc-calc --input FILE --po --intersect pu package:N); tests/topologies/

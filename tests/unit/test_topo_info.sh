@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # cohort-info --topology on the 2-socket Intel XML (and the many-NIC one): the machine view, the
 # per-rank table and the ring of a hypothetical 2-node job, and the errors for bad option values.
 # The expectations come from tests/topologies/README.md (what the XML files contain).

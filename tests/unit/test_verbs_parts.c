@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests of the verbs transport's device-free pieces: the credit-based flow control
  * (transports/verbs/vb_credit.h), the registration cache (vb_regcache.c, with counting fake
  * register/deregister callbacks) and the COHORT_IB_HCA parser (vb_hca.c). No RDMA device and no

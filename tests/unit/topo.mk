@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Unit tests (Check) of topology/topo.c on the hwloc XML machines of tests/topologies/, and a
 # cohort-info --topology check. Included from tests/local.mk; paths are relative to the top
 # directory. The tests find the XML files through $top_srcdir (exported by AM_TESTS_ENVIRONMENT),

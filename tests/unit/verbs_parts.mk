@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Unit tests of the verbs transport's device-free pieces (transports/verbs/vb_credit.h,
 # vb_regcache.c, vb_hca.c): built and run whether or not libibverbs is installed.
 if HAVE_CHECK

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # The verbs transport: without a device through the real loader (test_unavailable.sh), and on a
 # real Soft-RoCE device in one qemu guest (test_rxe.sh runs rxe_inner.sh there) and between two
 # guests (test_rxe2.sh runs rxe2_inner.sh in each); both skip with a reason when qemu/the rxe-vm

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs INSIDE each of the two rxe-vm guests (tests/verbs/test_rxe2.sh starts them: RXEVM_VMS=2,
 # rxe0 on each guest's eth0, 10.77.0.1 and 10.77.0.2): two ranks per guest, bootstrapped like
 # Open MPI ranks (OMPI_COMM_WORLD_*, COHORT_RENDEZVOUS at rank 0 on guest 0) since cohortrun

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs INSIDE the rxe-vm guest (tests/verbs/test_rxe.sh starts it), on a real Soft-RoCE rxe0
 # shared by every rank: the plugin conformance suite over verbs at np=2 and 3, the collective
 # suite over COHORT_TRANSPORTS=verbs at np=2 and 3, buffers re-made between collectives

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Helpers of the rxe-vm tests (tests/verbs/test_rxe.sh, test_rxe2.sh), sourced. rxe_prepare
 # PROG...: skips (77) with the reason when the guests cannot run: COHORT_SKIP_RXE=1, not root,
 # no qemu, no rxe-vm tool (RXEVM_DIR, default ../shared/tools/rxe-vm beside the source tree),

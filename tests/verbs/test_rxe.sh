@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The verbs transport on a real RDMA stack: boots ONE qemu guest with a Soft-RoCE device rxe0
 # (the shared rxe-vm tool, RXEVM_ROOT=host: the guest runs this host's own / and so the binaries
 # of this build directory unchanged) and runs tests/verbs/rxe_inner.sh there: conformance suite

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The verbs transport between two nodes: TWO qemu guests (rxe-vm, RXEVM_VMS=2, RXEVM_ROOT=host),
 # each with a Soft-RoCE rxe0 on its own virtio NIC, joined by a private virtual wire; two ranks in
 # each guest (tests/verbs/rxe2_inner.sh): shm inside a guest, verbs across, collcheck at np=4.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The verbs transport on a machine without an RDMA device, through the real loader: cohort-info
 # lists it as unavailable ("no RDMA device"); a job that asks for it (COHORT_TRANSPORTS=verbs, or
 # verbs,tcp) fails on every rank naming the reason; a job without COHORT_TRANSPORTS runs over the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Node-level collectives in shared memory: the protocol.
  *
  * Area (rank 0's segment, shared by every rank of the endpoint):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Node-level collectives in shared memory (the shm plugin's collective table, ABI 1.1).
  *
  * All ranks of an endpoint share one "collective area" that rank 0 places at the end of its

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Shared-memory transport plugin: libcohort-shm.so, installed in $(pkglibdir). Includes only
 # <cohort/plugin.h>; exports only cohort_transport_v1 (everything else is hidden).
 pkglib_LTLIBRARIES += libcohort-shm.la

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cohort shm transport: the single-producer/single-consumer ring of one direction.
  *
  * Header-only (static inline): the plugin exports nothing but cohort_transport_v1, and the unit

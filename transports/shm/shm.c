@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cohort shared-memory transport (libcohort-shm.so): point-to-point within one node.
  *
  * Knows only <cohort/plugin.h>: logging, errors, settings and the job's HMAC come from the host

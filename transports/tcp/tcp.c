@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cohort TCP transport (libcohort-tcp.so).
  *
  * Knows only <cohort/plugin.h>: logging, errors, settings, interfaces and the job's HMAC come

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* TCP transport: what goes on the wire (private to transports/tcp and its tests).
  *
  * Every integer is encoded little-endian byte by byte, so the layouts below have no padding and

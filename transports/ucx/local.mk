@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX transport plugin: libcohort-ucx.so (UCP tag API), built when configure finds UCX
 # (pkg-config ucx); installed in $(pkglibdir). Includes only <cohort/plugin.h> and UCX's headers;
 # exports only cohort_transport_v1 (everything else is hidden).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cohort UCX transport (libcohort-ucx.so), over UCX's UCP tag API.
  *
  * Knows only <cohort/plugin.h> and <ucp/api/ucp.h>.

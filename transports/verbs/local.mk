@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # RDMA verbs transport plugin: libcohort-verbs.so (libibverbs), installed in $(pkglibdir).
 # Includes only <cohort/plugin.h> and its own vb_*.h; exports only cohort_transport_v1.
 # vb_credit.h, vb_regcache.c, vb_memev.c and vb_hca.c are pure C (no libibverbs) so unit tests

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Credit-based flow control of the verbs transport (pure C, header-only; no libibverbs, so the
  * unit tests compile it without a device).
  *

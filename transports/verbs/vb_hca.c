@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* COHORT_IB_HCA parser (see vb_hca.h). */
 #include "vb_hca.h"
 

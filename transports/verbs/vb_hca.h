@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* COHORT_IB_HCA: which RDMA devices and ports the verbs transport may use, in NCCL's grammar
  * (pure C, no libibverbs, so the unit tests compile it without a device).
  *

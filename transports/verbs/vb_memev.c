@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unmapped-memory log of the verbs transport (see vb_memev.h). Without VB_HAVE_UCM (and in the
  * unit tests) only the log exists: vb_memev_start reports that nothing feeds it. */
 #ifndef _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Which memory the process has unmapped: what the registration cache (vb_regcache.h) needs to
  * never hand out a registration whose pages are gone.
  *

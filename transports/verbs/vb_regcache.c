@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Registration cache (see vb_regcache.h). A short list: collectives use a handful of buffers. */
 #include "vb_regcache.h"
 #include "vb_memev.h"

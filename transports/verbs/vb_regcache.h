@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Registration cache of the verbs transport (pure C: registering and deregistering are callbacks,
  * so the unit tests run it without a device).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cohort RDMA verbs transport (libcohort-verbs.so), over rdma-core's libibverbs.
  *
  * Knows only <cohort/plugin.h> (plus its own vb_*.h pieces and libibverbs).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """PyTorch side of cohort.
 
     import cohort.torch                    # registers the c10d backend "cohort"

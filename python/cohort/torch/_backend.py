@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The c10d backend "cohort": torch.distributed.init_process_group("cohort") and new_group()
 create a ProcessGroupCohort through this function."""
 from cohort.torch._C import ProcessGroupCohort  # noqa: F401  (needs torch imported first)

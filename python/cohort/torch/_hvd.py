@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Horovod-style API of cohort, layered on torch.distributed (``import cohort.torch as hvd``).
 
     import cohort.torch as hvd

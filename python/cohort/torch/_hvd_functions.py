@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Horovod-style helpers of cohort.torch: objects, model parameters, optimizer state.
 
 Objects are serialized with cloudpickle when it is installed (as Horovod), else with pickle

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """DistributedOptimizer of cohort.torch (Horovod's semantics, over cohort.torch's allreduce)."""
 import warnings
 from contextlib import contextmanager

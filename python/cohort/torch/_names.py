@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Names of tensors in cohort's timeline (COHORT_TIMELINE)."""
 import torch.distributed as _dist
 

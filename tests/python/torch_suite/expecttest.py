@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Stand-in for the test-only package `expecttest`, which Debian 12 does not ship.
 
 torch.testing._internal.common_utils (torch 1.13) imports it only for `expecttest.TestCase`

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs PyTorch's distributed test suite against one backend and tables the outcome per case.
 #
 #   run.sh BACKEND WORLD_SIZE OUTDIR     -> OUTDIR/BACKEND-wsN.txt (table), OUTDIR/BACKEND-wsN.log (raw)

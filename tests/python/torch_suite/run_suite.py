@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Runs PyTorch's own distributed test suite (torch 1.13,
 torch.testing._internal.distributed.distributed_test) against one c10d backend.
 

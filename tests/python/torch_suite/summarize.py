@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Turns the verbose unittest output of a run_suite.py run into a stable, sorted table
 
     <test name> <PASS|SKIP|FAIL|ERROR> <short reason>
