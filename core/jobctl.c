@@ -144,8 +144,8 @@ int cohort_jobctl_joined(int *rank)
 
 unsigned cohort_jobctl_failures(void) { return atomic_load(&g_nfail); }
 
-/* Runs before every collective (an 8-byte broadcast takes 0.09 us): the coarse clock (4 ms ticks
- * here) is enough to pace the reads. */
+/* Runs before every collective, the smallest of which take a fraction of a microsecond: the
+ * coarse clock (ticks of a few ms) is enough to pace the reads. */
 int cohort_jobctl_due(void)
 {
     return atomic_load(&g_fd) >= 0 && cohort_coarse_ns() - atomic_load(&g_last_drain) > 1000000ull;

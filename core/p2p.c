@@ -18,12 +18,12 @@
  * endpoint's progress() every PROGRESS_EVERY polls, and after COHORT_SPIN fruitless polls
  * sleeps in poll() on the endpoints' event fds. When the node is oversubscribed every fruitless
  * poll also yields the core: a spinning rank would otherwise burn the time slice that the peer
- * it waits for needs (~4 ms here, against ~1 us for a yield). Otherwise it still yields every
- * YIELD_EVERY fruitless polls: the scheduler may put two ranks on one CPU for a while although
- * there are enough (another process on the other one, or the host taking it away), and then a
- * pure spin costs each step the whole COHORT_SPIN_US (~520 us per 4-byte allreduce at np 2, two
- * ranks moved onto one CPU after their start, against ~3 us with these yields); alone on its
- * CPU a yield returns at once (~0.3 us). */
+ * it waits for needs (a time slice is milliseconds, a yield about a microsecond). Otherwise it
+ * still yields every YIELD_EVERY fruitless polls: the scheduler may put two ranks on one CPU for
+ * a while although there are enough (another process on the other one, or the host taking it
+ * away), and then a pure spin costs each step the whole COHORT_SPIN_US, over a hundred times the
+ * step with these yields; alone on its CPU a yield returns at once (docs/performance.md,
+ * "Measurements behind the code's constants"). */
 #define PROGRESS_EVERY 8
 #define YIELD_EVERY 32
 #define CLOCK_EVERY 16

@@ -22,13 +22,13 @@
  *     selects, but each has a float op that gcc will not if-convert under the default
  *     -ftrapping-math ("tree could trap"); with -fno-trapping-math they vectorise, for little
  *     gain on SSE2 (measured ~0.15 vs ~0.1-0.15 G elements/s on a noisy 2-core VM).
- * On x86-64 with gcc every kernel is also cloned for AVX2 (KCLONES below): np 2 allreduce of
- * 1 MiB on cohort_mem_alloc buffers 33.2-35.2 -> 30.4-31.4 us (three alternated runs, AMD
- * EPYC); the staged path, which copies more than it reduces, is unchanged (63.7-70.1 against
- * 63.7-66.9 us). COHORT_NO_CLONES at build time leaves them out.
+ * On x86-64 with gcc every kernel is also cloned for AVX2 (KCLONES below): where the reduction
+ * itself bounds the collective (mapped buffers) that is faster; the staged path, which copies
+ * more than it reduces, is unchanged (docs/performance.md, "Measurements behind the code's
+ * constants"). COHORT_NO_CLONES at build time leaves them out.
  * The library builds with -O3 plus -ftree-vectorize -fvect-cost-model=dynamic (configure.ac,
  * core/local.mk): the -f flags keep the loops vectorised even when CFLAGS ends in -O2, whose
- * cost model in gcc 12 leaves them scalar (3x slower: 3.9 vs ~12 GB/s at 1 MiB here).
+ * cost model in gcc 12 leaves them scalar (about 3x slower).
  *
  * Float MIN/MAX follow IEEE 754-2019 minimum/maximum, not C's fmin/fmax: if either operand is
  * NaN the result is a (quiet) NaN, so a NaN anywhere in a gradient shows up in the result instead

@@ -10,8 +10,8 @@ static inline uint64_t cohort_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 static inline double cohort_now_s(void) { return (double)cohort_now_ns() * 1e-9; }
-/* CLOCK_MONOTONIC_COARSE (ticks of a few ms): 5 ns a read here where CLOCK_MONOTONIC costs 24,
- * for pacing that runs before every collective. Not comparable with cohort_now_ns. */
+/* CLOCK_MONOTONIC_COARSE (ticks of a few ms): a fraction of CLOCK_MONOTONIC's cost, for pacing
+ * that runs before every collective. Not comparable with cohort_now_ns. */
 static inline uint64_t cohort_coarse_ns(void)
 {
     struct timespec ts;

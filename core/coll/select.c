@@ -8,9 +8,10 @@
  *    each, i.e. about log2(n) * S bytes per rank; the ring takes 2(n-1) steps and moves
  *    2 (n-1)/n * S. With per-message latencies of a few microseconds and links of 10-100 Gb/s,
  *    the crossover for n = 4..64 sits between tens and a few hundred KiB. Measured over loopback
- *    TCP on 2 cores (cohort-bench, docs/performance.md): at n = 2 the two are level at 64 KiB
- *    and the ring wins above; at n = 4 rd still wins at 256 KiB (509 vs 526 us) and the ring
- *    is 1.7x faster at 1 MiB. So rd up to RD_MAX_BYTES_2 for two ranks, RD_MAX_BYTES above.
+ *    TCP (cohort-bench; docs/performance.md, "Measurements behind the code's constants"): at
+ *    n = 2 the two are level at 64 KiB and the ring wins above; at n = 4 rd still wins at
+ *    256 KiB and the ring at 1 MiB. So rd up to RD_MAX_BYTES_2 for two ranks, RD_MAX_BYTES
+ *    above.
  *  - broadcast: binomial tree (log2 n steps, whole message each) up to TREE_MAX_BYTES, pipelined
  *    chain above (time ~ S/bandwidth + (n-2) chunk latencies).
  *  - a float32 SUM/AVG allreduce asked to travel compressed (COHORT_COMPRESS) runs
@@ -20,10 +21,10 @@
  * On a communicator with a hierarchy (several nodes, core/comm.c; COHORT_HIERARCHICAL), allreduce
  * and broadcast run "hier" from HIER_MIN_BYTES (allgather: of the result) and so does allgather
  * when the nodes have equal numbers of ranks; COHORT_HIERARCHICAL=1 runs it at every size.
- * Measured over 2 netns nodes x 2 ranks (1 Gbit/s, docs/performance.md): hier and ring are level
- * at 256 KiB (3.4 vs 3.3 ms), hier wins from 1 MiB (9.9 vs 13.2 ms) and loses below (1.9 vs
- * 0.8 ms at 64 KiB, 0.6 vs 0.05 ms for rd at 16 B: two sub-collectives, each a wake-up chain
- * when, as there, the nodes' ranks share cores).
+ * Measured over 2 netns nodes x 2 ranks (1 Gbit/s; docs/performance.md, "Measurements behind
+ * the code's constants"): hier and ring are level at 256 KiB, hier wins from 1 MiB and loses
+ * below (two sub-collectives, each a wake-up chain when, as there, the nodes' ranks share
+ * cores).
  * COHORT_ALGO=<coll>:hier where there is no hierarchy (one node, or the node and cross
  * communicators themselves, which inherit the setting) falls back to the choice by size.
  */

@@ -32,10 +32,8 @@
  * buffers (one copy instead of two), publish out, and the owners wait until every reader is done
  * (phase D) before they hand the buffer back to the user. With more ranks, larger blocks, and
  * for broadcasts (which used it between two ranks up to 4 MiB), the staged pipeline measured
- * faster once it chose its stores (below), `--same-buffer`, alternated runs, gathered totals:
- * allgather np 4 4 MiB 552-586 against 800-944 us, np 3 1 MiB 128-145 against 144-181, np 2
- * 64 MiB 6.5-7.3 against 9.1-10.2 ms (np 2 4 MiB: 287-296 against 202-210 us); broadcast np 2
- * 128 KiB 9.1-9.8 against 11.9-13.6 us, 1 MiB 39-55 against 83-89. Small allreduces
+ * faster once it chose its stores (below; docs/performance.md, "Measurements behind the code's
+ * constants"), except allgather of 4 MiB at np 2. Small allreduces
  * (DIRECT_MAX) run as one round in which every rank reduces the whole vector itself (one
  * synchronisation instead of two); the reduction order is rank 0..n-1 on every path, so all
  * ranks get bit-identical results.
@@ -57,9 +55,8 @@
  * returns without waiting for anyone; the others wait for that entry only (or for the root's in,
  * which says that it is in another collective at this step), check its tag and copy the data
  * out. A root can so run up to SB_DEPTH broadcasts ahead of the slowest reader, as Open MPI's
- * roots, which drop small messages into their peers' queues, never wait either (np 4 on 2 cores,
- * 8 B: 0.25 us per broadcast, against cohort's 2.7-3.5 when every broadcast synchronised all
- * ranks; 0.24-0.25 now). Every rank writes an entry (tag, history, step), so a rank that is in
+ * roots, which drop small messages into their peers' queues, never wait either (docs/
+ * performance.md, "Measurements behind the code's constants"). Every rank writes an entry (tag, history, step), so a rank that is in
  * another collective at that step sees the difference. A root compares nothing; each rank's
  * history (chain_step) makes the next collective that compares catch roots that disagreed.
  * The lane comes before mapped mode, which it overlaps from 32 KiB: nobody may read the buffer
@@ -256,12 +253,8 @@ static size_t ctl_bytes(int n)
 
 /* The largest small broadcast for n ranks: 64 KiB at 2 ranks, 32 KiB at 4, 16 KiB at 8, 8 KiB
  * at 16, 4 KiB from 32 (the lane's data is n * SB_DEPTH of these: 8 MiB up to 32 ranks,
- * 256 KiB per rank beyond). 16 KiB against 4 KiB, np 2 / np 4 on 2 cores, 8 and 16 KiB
- * broadcasts: 0.92-0.97 / 1.26-1.87 and 1.20-1.49 / 2.0-3.0 us, against 0.90-3.20 / 3.9-4.4
- * and 1.95-3.57 / 4.5-5.0 staged. 64 KiB against 16 KiB (then single copy, the root waiting
- * for its reader), np 2, `--same-buffer`, 20 runs alternated with Open MPI: 32 KiB 2.09-3.16
- * against 4.48-6.78 us (Open MPI 4.78-5.53), 64 KiB 3.72-5.06 against 6.54-8.24 (6.94-7.69);
- * np 4, 32 KiB (staged before): 3.12-4.13 against 5.41-6.84 (13.6-14.2). */
+ * 256 KiB per rank beyond). The larger lane beat the staged path and single copy at every size
+ * it took over (docs/performance.md, "Measurements behind the code's constants"). */
 static size_t sb_max(int n)
 {
     size_t m = SB_BUDGET / ((size_t)n * SB_DEPTH);
@@ -698,8 +691,7 @@ static int can_map_all(shm_coll_t *co)
 /* A small broadcast of at least MAP_MIN bytes whose root's buffer came from cohort_mem_alloc,
  * when every other rank said it can map the root's blocks: the root describes its buffer in
  * its control line and lends it (it then waits for the readers, as in mapped mode), instead of
- * copying it into its entry (np 2, 64 KiB, `--mem cohort --same-buffer`: 1.77-2.14 us read in
- * place against 4.83-4.99 through the entry). Readers whose own buffers come from
+ * copying it into its entry (about twice as fast at 64 KiB; docs/performance.md). Readers whose own buffers come from
  * cohort_mem_alloc probe (can_map_all) at their first such broadcast, so the ones after it
  * lend. */
 static int sb_lend_mine(shm_coll_t *co)
@@ -897,8 +889,7 @@ static int wait_cond(const shm_coll_t *co, int *which, uint64_t *t, int *only)
         if (co->t <= k || co->t - k <= co->known_out) return 0;
         *which = CT_IN;
         /* a small broadcast's root that ran ahead so far waits until the others are half-way
-         * behind, not one step: it then runs SB_DEPTH / 2 steps without reading their lines
-         * (8 B broadcasts, np 2 / np 4: 0.11-0.18 / 0.30-0.32 -> 0.10-0.11 / 0.24-0.25 us) */
+         * behind, not one step: it then runs SB_DEPTH / 2 steps without reading their lines */
         *t = co->sb ? co->t - SB_DEPTH / 2 : co->t - k + 1;
         return 1;
     }
@@ -1208,8 +1199,7 @@ static int compute(shm_coll_t *co)
     case COHORT_TP_BROADCAST:
         if (co->rank != a->root && co->sb) {
             memcpy(rb, sb_data(co, a->root, co->t, co->bytes), co->bytes);
-            /* the root is often ahead: fetch its entry after next while this one is handled
-             * (np 2, 8 B: 0.10 -> 0.09 us) */
+            /* the root is often ahead: fetch its entry after next while this one is handled */
             __builtin_prefetch(sb_of(co, a->root, co->t + 2));
         } else if (co->rank != a->root) {
             span(co, co->bytes, &off, &len);

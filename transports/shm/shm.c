@@ -132,8 +132,8 @@
                                                 tokens */
 #define SHM_FIN_POLL_MS 10                   /* ... looking at least this often (a close or an
                                                 exit wakes no one there) */
-#define SHM_CLOCK_EVERY 16u                  /* idle calls between two looks at the clock (24 ns
-                                                each, a fifth of a broadcast root's wait) */
+#define SHM_CLOCK_EVERY 16u                  /* idle calls between two looks at the clock (a
+                                                read costs a good part of a short wait) */
 #define SHM_NODEID_LEN 192
 #define SHM_JOBID_LEN 64
 #define SHM_SEGNAME_LEN 96
