@@ -407,10 +407,10 @@ static void fake_acceptor(ep_t *conn_ep, int mode, const char *expect)
             }
             if (mode == FAKE_BAD_MAC && got == sizeof hello) {
                 unsigned char ack[TCP_ACK_SIZE];
-                tcp_put32(ack, TCP_ACK_MAGIC);
-                tcp_put32(ack + 4, TCP_PROTO_VERSION);
-                tcp_put32(ack + 8, 0);
-                tcp_put32(ack + 12, tcp_get32(hello + 92));
+                kit_put_le32(ack, TCP_ACK_MAGIC);
+                kit_put_le32(ack + 4, TCP_PROTO_VERSION);
+                kit_put_le32(ack + 8, 0);
+                kit_put_le32(ack + 12, kit_get_le32(hello + 92));
                 for (int i = 0; i < TCP_MAC_LEN; i++) ack[TCP_ACK_MAC_OFF + i] = (unsigned char)i;
                 ssize_t w = send(fd, ack, sizeof ack, MSG_NOSIGNAL);
                 (void)w;
@@ -643,7 +643,7 @@ static void probes(void)
                        strstr(line, "tcp: ") ? strstr(line, "tcp: ") : line);
 
     /* A blob of another version is not reachable, and says so. */
-    tcp_put16(blob + 4, TCP_PROTO_VERSION + 1);
+    kit_put_le16(blob + 4, TCP_PROTO_VERSION + 1);
     CHECK(T->can_reach(p1.ep, 0, blob, tcp_addr_size(d.ncand)) == 0, "can_reach of a blob "
           "of another version");
 

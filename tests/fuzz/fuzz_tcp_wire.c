@@ -60,10 +60,10 @@ static void hello(const uint8_t *data, size_t size)
     tcp_hello_mac_input(b, min);
     FUZZ_CHECK(memcmp(min + sizeof TCP_LABEL_HELLO, b, TCP_HELLO_MAC_OFF) == 0,
                "the hello's MAC input is not label + bytes 0..%d", TCP_HELLO_MAC_OFF);
-    tcp_put32(ack, TCP_ACK_MAGIC);
-    tcp_put32(ack + 4, TCP_PROTO_VERSION);
-    tcp_put32(ack + 8, h.dst);
-    tcp_put32(ack + 12, h.sock_idx);
+    kit_put_le32(ack, TCP_ACK_MAGIC);
+    kit_put_le32(ack + 4, TCP_PROTO_VERSION);
+    kit_put_le32(ack + 8, h.dst);
+    kit_put_le32(ack + 12, h.sock_idx);
     tcp_ack_mac_input(b, ack, ain);
     FUZZ_CHECK(memcmp(ain + sizeof TCP_LABEL_ACK + TCP_HELLO_MAC_OFF, ack, TCP_ACK_MAC_OFF) == 0,
                "the ack's MAC input does not end with the ack's first %d bytes", TCP_ACK_MAC_OFF);
@@ -164,7 +164,7 @@ static void msg_header(const uint8_t *data, size_t size)
 {
     enum { IN = 8 + 8 + 1 + 1 + TCP_MSG_HDR_SIZE };
     unsigned char *in = fixed_copy(data, size, IN);
-    uint64_t want = tcp_get64(in), cap64 = tcp_get64(in + 8);
+    uint64_t want = kit_get_le64(in), cap64 = kit_get_le64(in + 8);
     size_t cap = (size_t)cap64;
     int nsocks = 1 + in[16] % TCP_MAX_NSOCKS;
     size_t whylen = 1 + (in[17] ? in[17] : 320);   /* 2..256, or 321 (tcp.c's 320) */
@@ -176,7 +176,7 @@ static void msg_header(const uint8_t *data, size_t size)
     unsigned char again[TCP_MSG_HDR_SIZE];
     tcp_msg_hdr_encode(again, tag, len);
     FUZZ_CHECK(memcmp(again, b, TCP_MSG_HDR_SIZE) == 0, "header decode + encode changed it");
-    FUZZ_CHECK(tcp_get16(b) == (uint16_t)tag && tcp_get32(b) == (uint32_t)tag,
+    FUZZ_CHECK(kit_get_le16(b) == (uint16_t)tag && kit_get_le32(b) == (uint32_t)tag,
                "16/32/64-bit readers disagree on the same bytes");
     char *why = malloc(whylen);
     if (!why) abort();
@@ -203,10 +203,10 @@ static void ack_probe(const uint8_t *data, size_t size)
     unsigned char *b = fixed_copy(data, size, TCP_ACK_SIZE);
     unsigned char probe[TCP_PROBE_SIZE];
     tcp_probe_encode(probe);
-    int is_probe = tcp_get32(b) == TCP_PROBE_MAGIC && tcp_get32(b + 4) == TCP_PROTO_VERSION;
+    int is_probe = kit_get_le32(b) == TCP_PROBE_MAGIC && kit_get_le32(b + 4) == TCP_PROTO_VERSION;
     FUZZ_CHECK(is_probe == (memcmp(b, probe, TCP_PROBE_SIZE) == 0),
                "the probe marker is not what tcp_probe_encode writes");
-    FUZZ_CHECK(!(tcp_get32(b) == TCP_ACK_MAGIC && is_probe), "an ack that is also a probe");
+    FUZZ_CHECK(!(kit_get_le32(b) == TCP_ACK_MAGIC && is_probe), "an ack that is also a probe");
     free(b);
 }
 
@@ -216,9 +216,9 @@ static void hello_check(const uint8_t *data, size_t size)
     enum { PRE = 1 + 2 + 2 + 8 };
     unsigned char *in = fixed_copy(data, size, PRE + TCP_HELLO_SIZE);
     unsigned flags = in[0];
-    int nranks = 1 + tcp_get16(in + 1);
-    int rank = tcp_get16(in + 3) % nranks;
-    uint64_t comm = tcp_get64(in + 5);
+    int nranks = 1 + kit_get_le16(in + 1);
+    int rank = kit_get_le16(in + 3) % nranks;
+    uint64_t comm = kit_get_le64(in + 5);
     unsigned char *b = malloc(TCP_HELLO_SIZE);
     if (!b) abort();
     memcpy(b, in + PRE, TCP_HELLO_SIZE);
@@ -276,9 +276,9 @@ static void ack_check(const uint8_t *data, size_t size)
     memcpy(mac, in + 2, TCP_MAC_LEN);
     memcpy(ack, in + PRE, TCP_ACK_SIZE);
     const char *why = tcp_ack_check(ack, mac, peer, idx);
-    int ok = tcp_get32(ack) == TCP_ACK_MAGIC && tcp_get32(ack + 4) == TCP_PROTO_VERSION &&
+    int ok = kit_get_le32(ack) == TCP_ACK_MAGIC && kit_get_le32(ack + 4) == TCP_PROTO_VERSION &&
              memcmp(mac, ack + TCP_ACK_MAC_OFF, TCP_MAC_LEN) == 0 &&
-             tcp_get32(ack + 8) == (uint32_t)peer && tcp_get32(ack + 12) == (uint32_t)idx;
+             kit_get_le32(ack + 8) == (uint32_t)peer && kit_get_le32(ack + 12) == (uint32_t)idx;
     FUZZ_CHECK(ok == (why == NULL), "tcp_ack_check says '%s', the reference reading %s",
                why ? why : "(accepted)", ok ? "accepts" : "refuses");
     if (why) check_reason(why, strlen(why) + 1, 1);

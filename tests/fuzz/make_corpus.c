@@ -117,7 +117,7 @@ static void addr_seed(const char *name, tcp_addr_t a, int extra)
     unsigned n = a.ncand >= 1 && a.ncand <= TCP_ADDR_MAX_CANDS ? a.ncand : 1;
     tmp.ncand = (uint16_t)n;
     size_t len = tcp_addr_encode(&tmp, b, sizeof b);
-    tcp_put16(b + 6, a.ncand);             /* keep an out-of-range count */
+    kit_put_le16(b + 6, a.ncand);             /* keep an out-of-range count */
     put_mode("fuzz_tcp_wire", name, 1, b, (size_t)((long)len + extra));
 }
 
@@ -125,8 +125,8 @@ static void msg_seed(const char *name, uint64_t want, uint64_t cap, unsigned nso
                      unsigned whylen1, uint64_t tag, uint64_t len, size_t keep /* 0: all */)
 {
     unsigned char b[8 + 8 + 1 + 1 + TCP_MSG_HDR_SIZE];
-    tcp_put64(b, want);
-    tcp_put64(b + 8, cap);
+    kit_put_le64(b, want);
+    kit_put_le64(b + 8, cap);
     b[16] = (unsigned char)nsocks1;
     b[17] = (unsigned char)whylen1;
     tcp_msg_hdr_encode(b + 18, tag, len);
@@ -138,9 +138,9 @@ static void hello_check_seed(const char *name, unsigned flags, tcp_hello_t h)
 {
     unsigned char b[13 + TCP_HELLO_SIZE];
     b[0] = (unsigned char)flags;
-    tcp_put16(b + 1, 3);   /* 4 ranks */
-    tcp_put16(b + 3, 0);   /* this is rank 0 */
-    tcp_put64(b + 5, 7);   /* communicator 7 */
+    kit_put_le16(b + 1, 3);   /* 4 ranks */
+    kit_put_le16(b + 3, 0);   /* this is rank 0 */
+    kit_put_le64(b + 5, 7);   /* communicator 7 */
     tcp_hello_encode(&h, b + 13);
     put_mode("fuzz_tcp_wire", name, 4, b, sizeof b);
 }
@@ -153,10 +153,10 @@ static void ack_check_seed(const char *name, int broken, unsigned peer, unsigned
     b[1] = (unsigned char)idx;
     unsigned char *mac = b + 2, *k = b + 2 + TCP_MAC_LEN;
     for (int i = 0; i < TCP_MAC_LEN; i++) mac[i] = (unsigned char)(0x30 + i);
-    tcp_put32(k, broken == 1 ? TCP_HELLO_MAGIC : TCP_ACK_MAGIC);
-    tcp_put32(k + 4, broken == 2 ? 1 : TCP_PROTO_VERSION);
-    tcp_put32(k + 8, 2);
-    tcp_put32(k + 12, 1);
+    kit_put_le32(k, broken == 1 ? TCP_HELLO_MAGIC : TCP_ACK_MAGIC);
+    kit_put_le32(k + 4, broken == 2 ? 1 : TCP_PROTO_VERSION);
+    kit_put_le32(k + 8, 2);
+    kit_put_le32(k + 12, 1);
     memcpy(k + TCP_ACK_MAC_OFF, mac, TCP_MAC_LEN);
     if (broken == 3) k[TCP_ACK_MAC_OFF + 31] ^= 1;
     put_mode("fuzz_tcp_wire", name, 5, b, sizeof b);
@@ -220,10 +220,10 @@ static void tcp_wire_seeds(void)
     msg_seed("msg-short", 5, 100, 1, 0, 5, 100, 25);   /* header cut: zero padded */
 
     unsigned char k[TCP_ACK_SIZE] = {0};
-    tcp_put32(k, TCP_ACK_MAGIC);
-    tcp_put32(k + 4, TCP_PROTO_VERSION);
-    tcp_put32(k + 8, 2);
-    tcp_put32(k + 12, 1);
+    kit_put_le32(k, TCP_ACK_MAGIC);
+    kit_put_le32(k + 4, TCP_PROTO_VERSION);
+    kit_put_le32(k + 8, 2);
+    kit_put_le32(k + 12, 1);
     put_mode("fuzz_tcp_wire", "ack", 3, k, sizeof k);
     tcp_probe_encode(k);
     put_mode("fuzz_tcp_wire", "probe", 3, k, TCP_PROBE_SIZE);

@@ -91,14 +91,14 @@ START_TEST(addr_layout)
     ck_assert_uint_eq(b[16], 0xef);
     ck_assert_uint_eq(b[24], 0xa0);
     ck_assert_uint_eq(b[56], 0x30);
-    ck_assert_uint_eq(tcp_get16(b + 72), AF_INET);
-    ck_assert_uint_eq(tcp_get16(b + 74), 40000);
+    ck_assert_uint_eq(kit_get_le16(b + 72), AF_INET);
+    ck_assert_uint_eq(kit_get_le16(b + 74), 40000);
     ck_assert_uint_eq(b[76], 24);
     ck_assert_uint_eq(b[84], 10);
     ck_assert_str_eq((const char *)b + 100, "if0");
-    ck_assert_uint_eq(tcp_get16(b + 120), AF_INET6);
+    ck_assert_uint_eq(kit_get_le16(b + 120), AF_INET6);
     ck_assert_uint_eq(b[125], TCP_CAND_LOOPBACK);
-    ck_assert_uint_eq(tcp_get32(b + 128), 4);
+    ck_assert_uint_eq(kit_get_le32(b + 128), 4);
 }
 END_TEST
 
@@ -157,12 +157,12 @@ START_TEST(addr_counts)
     size_t len = tcp_addr_encode(&a, blob, sizeof blob);
     ck_assert_uint_eq(len, TCP_ADDR_MAX_SIZE);
     /* the decoder refuses a count of 0 or 9, whatever the length */
-    tcp_put16(blob + 6, 0);
+    kit_put_le16(blob + 6, 0);
     ck_assert_int_eq(tcp_addr_decode(blob, TCP_ADDR_HDR_SIZE, &b), TCP_ADDR_ECOUNT);
-    tcp_put16(blob + 6, TCP_ADDR_MAX_CANDS + 1);
+    kit_put_le16(blob + 6, TCP_ADDR_MAX_CANDS + 1);
     ck_assert_int_eq(tcp_addr_decode(blob, tcp_addr_size(TCP_ADDR_MAX_CANDS + 1), &b),
                      TCP_ADDR_ECOUNT);
-    tcp_put16(blob + 6, 0xffff);
+    kit_put_le16(blob + 6, 0xffff);
     ck_assert_int_eq(tcp_addr_decode(blob, sizeof blob, &b), TCP_ADDR_ECOUNT);
 }
 END_TEST
@@ -172,18 +172,18 @@ START_TEST(addr_version_magic)
     tcp_addr_t a = sample(1), b;
     unsigned char blob[COHORT_ADDR_MAX];
     size_t len = tcp_addr_encode(&a, blob, sizeof blob);
-    tcp_put16(blob + 4, 1);   /* a version-1 reader's blob is refused, not misread */
+    kit_put_le16(blob + 4, 1);   /* a version-1 reader's blob is refused, not misread */
     ck_assert_int_eq(tcp_addr_decode(blob, len, &b), TCP_ADDR_EVERSION);
-    tcp_put16(blob + 4, TCP_PROTO_VERSION + 1);
+    kit_put_le16(blob + 4, TCP_PROTO_VERSION + 1);
     ck_assert_int_eq(tcp_addr_decode(blob, len, &b), TCP_ADDR_EVERSION);
-    tcp_put16(blob + 4, TCP_PROTO_VERSION);
+    kit_put_le16(blob + 4, TCP_PROTO_VERSION);
     blob[0] = 'X';
     ck_assert_int_eq(tcp_addr_decode(blob, len, &b), TCP_ADDR_EMAGIC);
     /* the 80-byte version-1 blob is refused too */
     unsigned char v1[80];
     memset(v1, 0, sizeof v1);
     memcpy(v1, "CTAD", 4);
-    tcp_put16(v1 + 4, 1);
+    kit_put_le16(v1 + 4, 1);
     ck_assert_int_eq(tcp_addr_decode(v1, sizeof v1, &b), TCP_ADDR_EVERSION);
     ck_assert_str_ne(tcp_addr_strerror(TCP_ADDR_EVERSION), "invalid");
 }
@@ -195,12 +195,12 @@ START_TEST(addr_fields)
     unsigned char blob[COHORT_ADDR_MAX];
     size_t len = tcp_addr_encode(&a, blob, sizeof blob);
     unsigned char *c1 = blob + tcp_addr_size(1);
-    tcp_put16(c1, 99);   /* unknown family */
+    kit_put_le16(c1, 99);   /* unknown family */
     ck_assert_int_eq(tcp_addr_decode(blob, len, &b), TCP_ADDR_EFAMILY);
-    tcp_put16(c1, AF_INET6);
-    tcp_put16(c1 + 2, 0);   /* port 0 */
+    kit_put_le16(c1, AF_INET6);
+    kit_put_le16(c1 + 2, 0);   /* port 0 */
     ck_assert_int_eq(tcp_addr_decode(blob, len, &b), TCP_ADDR_EPORT);
-    tcp_put16(c1 + 2, 1);
+    kit_put_le16(c1 + 2, 1);
     c1[4] = 129;   /* prefix too long for IPv6 */
     ck_assert_int_eq(tcp_addr_decode(blob, len, &b), TCP_ADDR_EPREFIX);
     c1[4] = 128;
@@ -220,10 +220,10 @@ START_TEST(probe_marker)
     unsigned char m[TCP_PROBE_SIZE];
     tcp_probe_encode(m);
     ck_assert(!memcmp(m, "CTPR", 4));
-    ck_assert_uint_eq(tcp_get32(m + 4), TCP_PROTO_VERSION);
+    ck_assert_uint_eq(kit_get_le32(m + 4), TCP_PROTO_VERSION);
     /* never mistaken for a hello or an address */
-    ck_assert_uint_ne(tcp_get32(m), TCP_HELLO_MAGIC);
-    ck_assert_uint_ne(tcp_get32(m), TCP_ADDR_MAGIC);
+    ck_assert_uint_ne(kit_get_le32(m), TCP_HELLO_MAGIC);
+    ck_assert_uint_ne(kit_get_le32(m), TCP_ADDR_MAGIC);
     ck_assert_uint_lt(TCP_PROBE_SIZE, TCP_HELLO_SIZE);
 }
 END_TEST

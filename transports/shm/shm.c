@@ -70,6 +70,7 @@
 #define _GNU_SOURCE 1
 #endif
 #include <cohort/plugin.h>
+#include "transports/common/kit_bytes.h"
 
 #include "coll.h"
 #include "ring.h"
@@ -345,11 +346,6 @@ static uint32_t fnv32(const char *s)
     return h;
 }
 
-static void put64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
 static void rq_push(rq_t *q, shm_req_t *r)
 {
     r->next = NULL;
@@ -427,8 +423,8 @@ static void seg_mac(const cohort_host_v1_t *host, const char *job, uint64_t comm
     memset(in, 0, sizeof in);
     memcpy(in, "cohort-shm-seg1", 16);
     strncpy((char *)in + 16, job, SHM_JOBID_LEN - 1);
-    put64(in + 16 + SHM_JOBID_LEN, comm);
-    put64(in + 24 + SHM_JOBID_LEN, ((uint64_t)(uint32_t)rank << 32) | (uint32_t)pid);
+    kit_put_le64(in + 16 + SHM_JOBID_LEN, comm);
+    kit_put_le64(in + 24 + SHM_JOBID_LEN, ((uint64_t)(uint32_t)rank << 32) | (uint32_t)pid);
     memcpy(in + 32 + SHM_JOBID_LEN, nonce, SHM_NONCE_LEN);
     host->auth(in, sizeof in, out);
 }
@@ -440,9 +436,9 @@ static void hello_mac(const cohort_host_v1_t *host, const char *job, uint64_t co
     memset(in, 0, sizeof in);
     memcpy(in, "cohort-shm-helo", 16);
     strncpy((char *)in + 16, job, SHM_JOBID_LEN - 1);
-    put64(in + 16 + SHM_JOBID_LEN, comm);
-    put64(in + 24 + SHM_JOBID_LEN, ((uint64_t)(uint32_t)acc << 32) | (uint32_t)con);
-    put64(in + 32 + SHM_JOBID_LEN, (uint64_t)(uint32_t)pid);
+    kit_put_le64(in + 16 + SHM_JOBID_LEN, comm);
+    kit_put_le64(in + 24 + SHM_JOBID_LEN, ((uint64_t)(uint32_t)acc << 32) | (uint32_t)con);
+    kit_put_le64(in + 32 + SHM_JOBID_LEN, (uint64_t)(uint32_t)pid);
     memcpy(in + 40 + SHM_JOBID_LEN, nonce, SHM_NONCE_LEN);
     host->auth(in, sizeof in, out);
 }
@@ -452,8 +448,8 @@ static void make_nonce(unsigned char *nonce)
     if (getrandom(nonce, SHM_NONCE_LEN, GRND_NONBLOCK) == (ssize_t)SHM_NONCE_LEN) return;
     static _Atomic uint64_t counter;
     uint64_t t = shm_now_ns(), c = atomic_fetch_add(&counter, 1) + 1;
-    put64(nonce, t ^ ((uint64_t)getpid() << 32));
-    put64(nonce + 8, c);
+    kit_put_le64(nonce, t ^ ((uint64_t)getpid() << 32));
+    kit_put_le64(nonce + 8, c);
 }
 
 /* ---- requests ---------------------------------------------------------------------------- */

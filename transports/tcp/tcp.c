@@ -323,10 +323,10 @@ static void make_nonce(const cohort_host_v1_t *host, unsigned char nonce[TCP_NON
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     unsigned char in[32], out[32];
-    tcp_put64(in, (uint64_t)ts.tv_sec);
-    tcp_put64(in + 8, (uint64_t)ts.tv_nsec);
-    tcp_put64(in + 16, (uint64_t)getpid());
-    tcp_put64(in + 24, ++counter);
+    kit_put_le64(in, (uint64_t)ts.tv_sec);
+    kit_put_le64(in + 8, (uint64_t)ts.tv_nsec);
+    kit_put_le64(in + 16, (uint64_t)getpid());
+    kit_put_le64(in + 24, ++counter);
     host->auth(in, sizeof in, out);
     memcpy(nonce, out, TCP_NONCE_LEN);
 }
@@ -998,10 +998,10 @@ static int inc_validate(tcp_ep_t *ep, incoming_t *in)
     in->sock_idx = (int)h.sock_idx;
     in->nsocks = (int)h.nsocks;
     /* Answer with our own proof over the connector's hello (which holds its fresh nonce). */
-    tcp_put32(in->ack, TCP_ACK_MAGIC);
-    tcp_put32(in->ack + 4, TCP_PROTO_VERSION);
-    tcp_put32(in->ack + 8, (uint32_t)ep->rank);
-    tcp_put32(in->ack + 12, h.sock_idx);
+    kit_put_le32(in->ack, TCP_ACK_MAGIC);
+    kit_put_le32(in->ack + 4, TCP_PROTO_VERSION);
+    kit_put_le32(in->ack + 8, (uint32_t)ep->rank);
+    kit_put_le32(in->ack + 12, h.sock_idx);
     unsigned char ain[TCP_ACK_MAC_INPUT];
     tcp_ack_mac_input(in->hello, in->ack, ain);
     host->auth(ain, sizeof ain, in->ack + TCP_ACK_MAC_OFF);
@@ -1037,7 +1037,7 @@ static void inc_ready(tcp_ep_t *ep, incoming_t *in)
  * counted against anyone. */
 static void inc_probe_done(tcp_ep_t *ep, incoming_t *in)
 {
-    uint32_t v = in->off >= TCP_PROBE_SIZE ? tcp_get32(in->hello + 4) : 0;
+    uint32_t v = in->off >= TCP_PROBE_SIZE ? kit_get_le32(in->hello + 4) : 0;
     ep->host->log(COHORT_LOG_TRACE, SUBSYS, "tcp: reachability probe from %s to rank %d (%s)%s; "
                   "closed", in->addr, ep->rank, in->lis->addrstr,
                   v && v != TCP_PROTO_VERSION ? " of another protocol version" : "");
@@ -1059,7 +1059,7 @@ static void inc_progress(tcp_ep_t *ep, incoming_t *in, uint32_t revents)
     while (in->state == IN_HELLO) {
         ssize_t r = recv(in->fd, in->hello + in->off, TCP_HELLO_SIZE - in->off, MSG_DONTWAIT);
         if (r == 0) {
-            if (in->off >= 4 && tcp_get32(in->hello) == TCP_PROBE_MAGIC) {
+            if (in->off >= 4 && kit_get_le32(in->hello) == TCP_PROBE_MAGIC) {
                 inc_probe_done(ep, in);
                 return;
             }
@@ -1075,7 +1075,7 @@ static void inc_progress(tcp_ep_t *ep, incoming_t *in, uint32_t revents)
         }
         in->off += (size_t)r;
         /* A reachability probe from a peer's can_reach: nothing more will come. */
-        if (in->off >= TCP_PROBE_SIZE && tcp_get32(in->hello) == TCP_PROBE_MAGIC) {
+        if (in->off >= TCP_PROBE_SIZE && kit_get_le32(in->hello) == TCP_PROBE_MAGIC) {
             inc_probe_done(ep, in);
             return;
         }
@@ -1379,8 +1379,8 @@ static void netns_id(const cohort_host_v1_t *host, unsigned char out[TCP_NETNS_L
     }
     struct stat st;
     if (stat("/proc/self/ns/net", &st) == 0) {
-        tcp_put64(p + 64, (uint64_t)st.st_dev);
-        tcp_put64(p + 72, (uint64_t)st.st_ino);
+        kit_put_le64(p + 64, (uint64_t)st.st_dev);
+        kit_put_le64(p + 72, (uint64_t)st.st_ino);
     } else {
         (void)gethostname((char *)p + 80, 255);
     }
@@ -1515,8 +1515,8 @@ static uint64_t addr_set_key(const tcp_addr_t *a)
     unsigned char b[24];
     for (size_t i = 0; i < TCP_NETNS_LEN; i++) h = (h ^ a->netns[i]) * 1099511628211ull;
     for (unsigned i = 0; i < a->ncand; i++) {
-        tcp_put16(b, a->cand[i].family);
-        tcp_put32(b + 2, a->cand[i].scope_id);
+        kit_put_le16(b, a->cand[i].family);
+        kit_put_le32(b + 2, a->cand[i].scope_id);
         memcpy(b + 6, a->cand[i].addr, 16);
         for (size_t j = 0; j < 22; j++) h = (h ^ b[j]) * 1099511628211ull;
     }

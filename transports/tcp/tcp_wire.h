@@ -52,6 +52,8 @@
 #include <string.h>
 #include <sys/socket.h>   /* AF_INET, AF_INET6 */
 
+#include "transports/common/kit_bytes.h"
+
 #define TCP_PROTO_VERSION 2u   /* 2: multi-address blob and the reachability probe */
 #define TCP_ADDR_MAGIC    0x44415443u   /* "CTAD" read as little-endian */
 #define TCP_HELLO_MAGIC   0x48435443u   /* "CTCH" */
@@ -84,36 +86,6 @@
 #define TCP_LABEL_ACK   "cohort-tcp-ack"
 #define TCP_LABEL_NETNS "cohort-tcp-netns"
 
-static inline void tcp_put16(unsigned char *p, uint16_t v)
-{
-    p[0] = (unsigned char)v;
-    p[1] = (unsigned char)(v >> 8);
-}
-static inline void tcp_put32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static inline void tcp_put64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static inline uint16_t tcp_get16(const unsigned char *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-static inline uint32_t tcp_get32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-static inline uint64_t tcp_get64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-
 /* Decoded hello. */
 typedef struct tcp_hello {
     uint32_t magic, version;
@@ -126,32 +98,32 @@ typedef struct tcp_hello {
 
 static inline void tcp_hello_encode(const tcp_hello_t *h, unsigned char *b)
 {
-    tcp_put32(b + 0, h->magic);
-    tcp_put32(b + 4, h->version);
+    kit_put_le32(b + 0, h->magic);
+    kit_put_le32(b + 4, h->version);
     memcpy(b + 8, h->job_id, TCP_JOBID_LEN);
-    tcp_put64(b + 72, h->comm_id);
-    tcp_put32(b + 80, h->src);
-    tcp_put32(b + 84, h->dst);
-    tcp_put32(b + 88, h->nranks);
-    tcp_put32(b + 92, h->sock_idx);
-    tcp_put32(b + 96, h->nsocks);
-    tcp_put32(b + 100, h->flags);
+    kit_put_le64(b + 72, h->comm_id);
+    kit_put_le32(b + 80, h->src);
+    kit_put_le32(b + 84, h->dst);
+    kit_put_le32(b + 88, h->nranks);
+    kit_put_le32(b + 92, h->sock_idx);
+    kit_put_le32(b + 96, h->nsocks);
+    kit_put_le32(b + 100, h->flags);
     memcpy(b + TCP_HELLO_NONCE_OFF, h->nonce, TCP_NONCE_LEN);
     memcpy(b + TCP_HELLO_MAC_OFF, h->mac, TCP_MAC_LEN);
 }
 
 static inline void tcp_hello_decode(const unsigned char *b, tcp_hello_t *h)
 {
-    h->magic = tcp_get32(b + 0);
-    h->version = tcp_get32(b + 4);
+    h->magic = kit_get_le32(b + 0);
+    h->version = kit_get_le32(b + 4);
     memcpy(h->job_id, b + 8, TCP_JOBID_LEN);
-    h->comm_id = tcp_get64(b + 72);
-    h->src = tcp_get32(b + 80);
-    h->dst = tcp_get32(b + 84);
-    h->nranks = tcp_get32(b + 88);
-    h->sock_idx = tcp_get32(b + 92);
-    h->nsocks = tcp_get32(b + 96);
-    h->flags = tcp_get32(b + 100);
+    h->comm_id = kit_get_le64(b + 72);
+    h->src = kit_get_le32(b + 80);
+    h->dst = kit_get_le32(b + 84);
+    h->nranks = kit_get_le32(b + 88);
+    h->sock_idx = kit_get_le32(b + 92);
+    h->nsocks = kit_get_le32(b + 96);
+    h->flags = kit_get_le32(b + 100);
     memcpy(h->nonce, b + TCP_HELLO_NONCE_OFF, TCP_NONCE_LEN);
     memcpy(h->mac, b + TCP_HELLO_MAC_OFF, TCP_MAC_LEN);
 }
@@ -214,22 +186,22 @@ static inline size_t tcp_addr_encode(const tcp_addr_t *a, unsigned char *b, size
     size_t n = tcp_addr_size(a->ncand);
     if (cap < n) return 0;
     memset(b, 0, n);
-    tcp_put32(b + 0, a->magic);
-    tcp_put16(b + 4, a->version);
-    tcp_put16(b + 6, a->ncand);
-    tcp_put32(b + 8, a->rank);
-    tcp_put32(b + 12, a->nranks);
-    tcp_put64(b + 16, a->comm_id);
+    kit_put_le32(b + 0, a->magic);
+    kit_put_le16(b + 4, a->version);
+    kit_put_le16(b + 6, a->ncand);
+    kit_put_le32(b + 8, a->rank);
+    kit_put_le32(b + 12, a->nranks);
+    kit_put_le64(b + 16, a->comm_id);
     memcpy(b + 24, a->job_hash, TCP_MAC_LEN);
     memcpy(b + 56, a->netns, TCP_NETNS_LEN);
     for (unsigned i = 0; i < a->ncand; i++) {
         const tcp_cand_t *c = &a->cand[i];
         unsigned char *p = b + tcp_addr_size(i);
-        tcp_put16(p + 0, c->family);
-        tcp_put16(p + 2, c->port);
+        kit_put_le16(p + 0, c->family);
+        kit_put_le16(p + 2, c->port);
         p[4] = c->prefix_len;
         p[5] = c->flags;
-        tcp_put32(p + 8, c->scope_id);
+        kit_put_le32(p + 8, c->scope_id);
         memcpy(p + 12, c->addr, 16);
         size_t l = strnlen(c->ifname, TCP_IFNAME_LEN);
         memcpy(p + 28, c->ifname, l);
@@ -268,26 +240,26 @@ static inline int tcp_addr_decode(const void *blob, size_t len, tcp_addr_t *a)
     const unsigned char *b = (const unsigned char *)blob;
     memset(a, 0, sizeof *a);
     if (!blob || len < TCP_ADDR_HDR_SIZE) return TCP_ADDR_ESHORT;
-    a->magic = tcp_get32(b + 0);
-    a->version = tcp_get16(b + 4);
-    a->ncand = tcp_get16(b + 6);
+    a->magic = kit_get_le32(b + 0);
+    a->version = kit_get_le16(b + 4);
+    a->ncand = kit_get_le16(b + 6);
     if (a->magic != TCP_ADDR_MAGIC) return TCP_ADDR_EMAGIC;
     if (a->version != TCP_PROTO_VERSION) return TCP_ADDR_EVERSION;
     if (a->ncand < 1 || a->ncand > TCP_ADDR_MAX_CANDS) return TCP_ADDR_ECOUNT;
     if (len != tcp_addr_size(a->ncand)) return TCP_ADDR_ELENGTH;
-    a->rank = tcp_get32(b + 8);
-    a->nranks = tcp_get32(b + 12);
-    a->comm_id = tcp_get64(b + 16);
+    a->rank = kit_get_le32(b + 8);
+    a->nranks = kit_get_le32(b + 12);
+    a->comm_id = kit_get_le64(b + 16);
     memcpy(a->job_hash, b + 24, TCP_MAC_LEN);
     memcpy(a->netns, b + 56, TCP_NETNS_LEN);
     for (unsigned i = 0; i < a->ncand; i++) {
         tcp_cand_t *c = &a->cand[i];
         const unsigned char *p = b + tcp_addr_size(i);
-        c->family = tcp_get16(p + 0);
-        c->port = tcp_get16(p + 2);
+        c->family = kit_get_le16(p + 0);
+        c->port = kit_get_le16(p + 2);
         c->prefix_len = p[4];
         c->flags = p[5];
-        c->scope_id = tcp_get32(p + 8);
+        c->scope_id = kit_get_le32(p + 8);
         memcpy(c->addr, p + 12, 16);
         memcpy(c->ifname, p + 28, TCP_IFNAME_LEN);
         c->ifname[TCP_IFNAME_LEN] = '\0';
@@ -302,8 +274,8 @@ static inline int tcp_addr_decode(const void *blob, size_t len, tcp_addr_t *a)
 /* The reachability probe's bytes. */
 static inline void tcp_probe_encode(unsigned char b[TCP_PROBE_SIZE])
 {
-    tcp_put32(b, TCP_PROBE_MAGIC);
-    tcp_put32(b + 4, TCP_PROTO_VERSION);
+    kit_put_le32(b, TCP_PROBE_MAGIC);
+    kit_put_le32(b + 4, TCP_PROTO_VERSION);
 }
 
 /* ---- checks of what peers send (pure: no sockets; tcp.c and tests/fuzz/fuzz_tcp_wire.c) ---- */
@@ -403,11 +375,11 @@ static inline int tcp_hello_check_peer(const tcp_hello_t *h, const tcp_hello_wan
 static inline const char *tcp_ack_check(const unsigned char *ack, const unsigned char *mac,
                                         int peer, int idx)
 {
-    if (tcp_get32(ack) != TCP_ACK_MAGIC) return "not a cohort tcp acknowledgement";
-    if (tcp_get32(ack + 4) != TCP_PROTO_VERSION) return "protocol version differs";
+    if (kit_get_le32(ack) != TCP_ACK_MAGIC) return "not a cohort tcp acknowledgement";
+    if (kit_get_le32(ack + 4) != TCP_PROTO_VERSION) return "protocol version differs";
     if (!tcp_ct_equal(mac, ack + TCP_ACK_MAC_OFF, TCP_MAC_LEN))
         return "its HMAC does not verify (it does not hold this job's secret)";
-    if (tcp_get32(ack + 8) != (uint32_t)peer || tcp_get32(ack + 12) != (uint32_t)idx)
+    if (kit_get_le32(ack + 8) != (uint32_t)peer || kit_get_le32(ack + 12) != (uint32_t)idx)
         return "it answers for another rank or socket";
     return NULL;
 }
@@ -415,14 +387,14 @@ static inline const char *tcp_ack_check(const unsigned char *ack, const unsigned
 /* Message header {tag u64, length u64}. */
 static inline void tcp_msg_hdr_encode(unsigned char *b, uint64_t tag, uint64_t len)
 {
-    tcp_put64(b, tag);
-    tcp_put64(b + 8, len);
+    kit_put_le64(b, tag);
+    kit_put_le64(b + 8, len);
 }
 
 static inline void tcp_msg_hdr_decode(const unsigned char *b, uint64_t *tag, uint64_t *len)
 {
-    *tag = tcp_get64(b);
-    *len = tcp_get64(b + 8);
+    *tag = kit_get_le64(b);
+    *len = kit_get_le64(b + 8);
 }
 
 /* Why a message header does not fit the receive posted for it. */

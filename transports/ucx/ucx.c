@@ -47,6 +47,7 @@
 #define _GNU_SOURCE 1
 #endif
 #include <cohort/plugin.h>
+#include "transports/common/kit_bytes.h"
 
 #include <ucp/api/ucp.h>
 
@@ -96,28 +97,6 @@
 #define UX_PROGRESS_MAX 64             /* ucp_worker_progress calls per progress() at most */
 #define UX_CLOSE_FLUSH_S 0.5           /* conn_close flushes for at most this per burst */
 
-/* ---- byte order helpers (blobs and hellos cross machines) -------------------------------- */
-
-static void put32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static void put64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-static uint64_t get64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 static int ct_equal(const unsigned char *a, const unsigned char *b, size_t n)
 {
     unsigned char d = 0;
@@ -351,8 +330,8 @@ static void job_hash(const cohort_host_v1_t *host, const char *job, unsigned cha
 static void host_id(const cohort_host_v1_t *host, unsigned char out[UX_PROC_LEN])
 {
     struct stat st;
-    put32(out + UX_HOST_LEN, (uint32_t)getpid());
-    put64(out + UX_HOST_LEN + 4, stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0);
+    kit_put_le32(out + UX_HOST_LEN, (uint32_t)getpid());
+    kit_put_le64(out + UX_HOST_LEN + 4, stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0);
     unsigned char in[8 + 64];
     memset(in, 0, sizeof in);
     memcpy(in, "cohthost", 8);
@@ -528,7 +507,7 @@ static void chunk_done(ux_req_t *k, ucs_status_t status, size_t length)
 {
     ux_conn_t *c = k->conn;
     ux_req_t *m = k->parent;
-    uint64_t len = get64(m->hdr + 8);
+    uint64_t len = kit_get_le64(m->hdr + 8);
     m->pending--;
     if (!k->is_send && k->own && m->nspare < UX_SLOTS) {   /* the slot back to the message */
         m->spare[m->nspare] = k->own;
@@ -570,7 +549,7 @@ static void chunk_done(ux_req_t *k, ucs_status_t status, size_t length)
                      "(up to %zu bytes) from rank %d, which sent tag %llu (%llu bytes): the "
                      "ranks called different operations or counts", c->ep->rank,
                      (unsigned long long)m->tag, m->len, c->peer,
-                     (unsigned long long)get64(m->hdr), (unsigned long long)len);
+                     (unsigned long long)kit_get_le64(m->hdr), (unsigned long long)len);
     } else {
         m->nbytes = (size_t)len;
         req_finish(m, COHORT_SUCCESS);
@@ -620,9 +599,9 @@ static void recv_done(ux_req_t *r, ucs_status_t status, size_t length)
         chunk_done(r, status, length);
         return;
     }
-    if (status == UCS_OK && length == UX_HDR && get64(r->hdr + 8) > 0 && !r->nchunks) {
+    if (status == UCS_OK && length == UX_HDR && kit_get_le64(r->hdr + 8) > 0 && !r->nchunks) {
         /* a split message's header: ep_work posts the receives of its chunks */
-        uint64_t len = get64(r->hdr + 8);
+        uint64_t len = kit_get_le64(r->hdr + 8);
         if (len > UX_SPLIT_MAX) {
             req_fail_msg(r, COHORT_ERR_MISMATCH, "ucx: rank %d received a header from rank %d "
                          "announcing %llu bytes in chunks, more than a split message carries "
@@ -631,7 +610,7 @@ static void recv_done(ux_req_t *r, ucs_status_t status, size_t length)
             return;
         }
         r->nchunks = (uint32_t)((len + UX_CHUNK - 1) / UX_CHUNK);
-        r->drop = get64(r->hdr) != r->tag || len > r->len;
+        r->drop = kit_get_le64(r->hdr) != r->tag || len > r->len;
         stage_set(r);
     } else if (status == UCS_OK) {
         if (length < UX_HDR) {
@@ -640,7 +619,7 @@ static void recv_done(ux_req_t *r, ucs_status_t status, size_t length)
                          "cohort version on the peer?)", c->ep->rank, length, c->peer, UX_HDR);
             return;
         }
-        uint64_t tag = get64(r->hdr), len = get64(r->hdr + 8);
+        uint64_t tag = kit_get_le64(r->hdr), len = kit_get_le64(r->hdr + 8);
         if (tag != r->tag || len != length - UX_HDR) {
             req_fail_msg(r, COHORT_ERR_MISMATCH, "ucx: rank %d expected a message with tag "
                          "%llu (up to %zu bytes) from rank %d, which sent tag %llu (%llu bytes): "
@@ -747,8 +726,8 @@ static void req_start(ux_req_t *r, const void *buf, size_t count, ucp_datatype_t
 static void req_post(ux_req_t *r)
 {
     ux_conn_t *c = r->conn;
-    put64(r->hdr, r->tag);
-    put64(r->hdr + 8, r->len);
+    kit_put_le64(r->hdr, r->tag);
+    kit_put_le64(r->hdr + 8, r->len);
     r->seq = r->is_send ? c->send_seq : c->recv_seq;
     uint64_t tag = r->is_send ? data_tag(c->ep->rank, c->send_seq++)
                               : data_tag(c->peer, c->recv_seq++);
@@ -970,9 +949,9 @@ static cohort_status_t uep_create(ux_conn_t *c, const void *addr, const unsigned
     c->peer_eh = s == UCS_OK && prm.err_mode == UCP_ERR_HANDLING_MODE_PEER;
     if (s == UCS_OK && prm.err_mode == UCP_ERR_HANDLING_MODE_NONE &&
         !memcmp(proc, ep->proc, UX_HOST_LEN) &&
-        get64(proc + UX_HOST_LEN + 4) == get64(ep->proc + UX_HOST_LEN + 4)) {
+        kit_get_le64(proc + UX_HOST_LEN + 4) == kit_get_le64(ep->proc + UX_HOST_LEN + 4)) {
         c->watch = 1;
-        c->pid = (int)get32(proc + UX_HOST_LEN);
+        c->pid = (int)kit_get_le32(proc + UX_HOST_LEN);
     }
     if (s != UCS_OK) {
         c->uep = NULL;
@@ -1075,10 +1054,10 @@ static void accept_hello(ux_conn_t *c, const unsigned char *buf)
                   ep->rank, c->peer);
         return;
     }
-    put32(a, UX_ACK_MAGIC);
-    put32(a + 4, (uint32_t)ep->rank);
-    put32(a + 8, (uint32_t)c->peer);
-    put64(a + 12, ep->comm_id);
+    kit_put_le32(a, UX_ACK_MAGIC);
+    kit_put_le32(a + 4, (uint32_t)ep->rank);
+    kit_put_le32(a + 8, (uint32_t)c->peer);
+    kit_put_le64(a + 12, ep->comm_id);
     ep->host->auth(a, UX_ACK_SIZE - UX_MAC_LEN, a + UX_ACK_SIZE - UX_MAC_LEN);
     /* Ready once the ack has left: until then UCX may still be wiring the ucp_ep up, which
      * needs this worker's progress, and the core stops calling progress once every conn_test
@@ -1110,16 +1089,16 @@ static void hello_arrived(ux_ep_t *ep)
         free(b);
         return;
     }
-    if (n < UX_HELLO_HDR + UX_MAC_LEN || get32(b) != UX_HELLO_MAGIC) {
+    if (n < UX_HELLO_HDR + UX_MAC_LEN || kit_get_le32(b) != UX_HELLO_MAGIC) {
         host->log(COHORT_LOG_WARN, SUBSYS, "ucx: rank %d refused a connection hello of %zu bytes "
                   "that is not cohort's (another program or cohort version?)", ep->rank, n);
         free(b);
         return;
     }
-    int src = (int)get32(b + 4);
-    uint32_t dst = get32(b + 8), nranks = get32(b + 12);
-    uint64_t comm = get64(b + 16);
-    uint32_t alen = get32(b + UX_HELLO_HDR - 4);
+    int src = (int)kit_get_le32(b + 4);
+    uint32_t dst = kit_get_le32(b + 8), nranks = kit_get_le32(b + 12);
+    uint64_t comm = kit_get_le64(b + 16);
+    uint32_t alen = kit_get_le32(b + UX_HELLO_HDR - 4);
     unsigned char mac[UX_MAC_LEN];
     if ((size_t)alen + UX_HELLO_HDR + UX_MAC_LEN != n) {
         host->log(COHORT_LOG_WARN, SUBSYS, "ucx: rank %d refused a connection hello whose "
@@ -1231,9 +1210,9 @@ static void ack_arrived(ux_conn_t *c)
         if (st != COHORT_SUCCESS)
             conn_fail(c, st, "ucx: rank %d connecting to rank %d: receiving its answer failed "
                       "(%s)", ep->rank, c->peer, ux_status_words(st));
-        else if (n != UX_ACK_SIZE || get32(a) != UX_ACK_MAGIC ||
-                 get32(a + 4) != (uint32_t)c->peer || get32(a + 8) != (uint32_t)ep->rank ||
-                 get64(a + 12) != ep->comm_id ||
+        else if (n != UX_ACK_SIZE || kit_get_le32(a) != UX_ACK_MAGIC ||
+                 kit_get_le32(a + 4) != (uint32_t)c->peer || kit_get_le32(a + 8) != (uint32_t)ep->rank ||
+                 kit_get_le64(a + 12) != ep->comm_id ||
                  !ct_equal(mac, a + UX_ACK_SIZE - UX_MAC_LEN, UX_MAC_LEN))
             conn_fail(c, COHORT_ERR_TRANSPORT, "ucx: rank %d connecting to rank %d: its answer "
                       "(%zu bytes) is not a valid acknowledgement of this job and "
@@ -1254,11 +1233,11 @@ static void ack_arrived(ux_conn_t *c)
 
 static void bye_encode(const ux_ep_t *ep, int peer, uint64_t nsent, unsigned char *b)
 {
-    put32(b, UX_BYE_MAGIC);
-    put32(b + 4, (uint32_t)ep->rank);
-    put32(b + 8, (uint32_t)peer);
-    put64(b + 12, ep->comm_id);
-    put64(b + 20, nsent);
+    kit_put_le32(b, UX_BYE_MAGIC);
+    kit_put_le32(b + 4, (uint32_t)ep->rank);
+    kit_put_le32(b + 8, (uint32_t)peer);
+    kit_put_le64(b + 12, ep->comm_id);
+    kit_put_le64(b + 20, nsent);
     ep->host->auth(b, UX_BYE_SIZE - UX_MAC_LEN, b + UX_BYE_SIZE - UX_MAC_LEN);
 }
 
@@ -1288,9 +1267,9 @@ static void bye_arrived(ux_ep_t *ep)
     const unsigned char *b = ep->bbuf;
     unsigned char mac[UX_MAC_LEN];
     ep->host->auth(b, UX_BYE_SIZE - UX_MAC_LEN, mac);
-    int src = (int)get32(b + 4);
-    if (ep->brx.len != UX_BYE_SIZE || get32(b) != UX_BYE_MAGIC ||
-        get32(b + 8) != (uint32_t)ep->rank || get64(b + 12) != ep->comm_id ||
+    int src = (int)kit_get_le32(b + 4);
+    if (ep->brx.len != UX_BYE_SIZE || kit_get_le32(b) != UX_BYE_MAGIC ||
+        kit_get_le32(b + 8) != (uint32_t)ep->rank || kit_get_le64(b + 12) != ep->comm_id ||
         !ct_equal(mac, b + UX_BYE_SIZE - UX_MAC_LEN, UX_MAC_LEN)) {
         ep->host->log(COHORT_LOG_WARN, SUBSYS, "ucx: rank %d refused a closing notice (%zu "
                       "bytes) that is not from a peer of this communicator", ep->rank,
@@ -1298,7 +1277,7 @@ static void bye_arrived(ux_ep_t *ep)
         return;
     }
     for (ux_conn_t *c = ep->conns; c; c = c->next)
-        if (c->peer == src) peer_closed(c, get64(b + 20));
+        if (c->peer == src) peer_closed(c, kit_get_le64(b + 20));
 }
 
 static void post_bye_recv(ux_ep_t *ep)
@@ -1473,7 +1452,7 @@ static void post_chunks(ux_req_t *m)
             return;
         }
     }
-    uint64_t len = get64(m->hdr + 8);
+    uint64_t len = kit_get_le64(m->hdr + 8);
     while (m->nspare && m->next_chunk < m->nchunks && c->state != C_FAILED) {
         ux_req_t *k = req_new(c, K_CHUNK, 0);
         if (!k) {
@@ -1919,14 +1898,14 @@ static cohort_status_t ux_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t *
                            *addrlen - UX_BLOB_HDR);
     }
     unsigned char *b = (unsigned char *)addr;
-    put32(b, UX_MAGIC);
-    put32(b + 4, (uint32_t)ep->nranks);
-    put32(b + 8, (uint32_t)ep->rank);
-    put32(b + 12, ctx->has_net ? 1u : 0u);
-    put64(b + 16, ep->comm_id);
+    kit_put_le32(b, UX_MAGIC);
+    kit_put_le32(b + 4, (uint32_t)ep->nranks);
+    kit_put_le32(b + 8, (uint32_t)ep->rank);
+    kit_put_le32(b + 12, ctx->has_net ? 1u : 0u);
+    kit_put_le64(b + 16, ep->comm_id);
     memcpy(b + 24, ep->job_hash, UX_MAC_LEN);
     memcpy(b + UX_PROC_OFF, ep->proc, UX_PROC_LEN);
-    put32(b + UX_BLOB_HDR - 4, (uint32_t)ep->addr_len);
+    kit_put_le32(b + UX_BLOB_HDR - 4, (uint32_t)ep->addr_len);
     memcpy(b + UX_BLOB_HDR, ep->addr, ep->addr_len);
     *addrlen = need;
     post_hello_recv(ep);
@@ -1962,7 +1941,7 @@ static int blob_check(const ux_ep_t *ep, int peer, const void *blob, size_t len,
                       size_t wl)
 {
     const unsigned char *b = (const unsigned char *)blob;
-    if (!b || len < UX_BLOB_HDR || get32(b) != UX_MAGIC) {
+    if (!b || len < UX_BLOB_HDR || kit_get_le32(b) != UX_MAGIC) {
         snprintf(why, wl, "the address of rank %d (%zu bytes) is not a ucx address of this "
                  "cohort version", peer, len);
         return -1;
@@ -1972,17 +1951,17 @@ static int blob_check(const ux_ep_t *ep, int peer, const void *blob, size_t len,
                  "COHORT_JOB_ID or COHORT_SECRET)", peer);
         return -1;
     }
-    if (get32(b + 8) != (uint32_t)peer || get32(b + 4) != (uint32_t)ep->nranks ||
-        get64(b + 16) != ep->comm_id) {
+    if (kit_get_le32(b + 8) != (uint32_t)peer || kit_get_le32(b + 4) != (uint32_t)ep->nranks ||
+        kit_get_le64(b + 16) != ep->comm_id) {
         snprintf(why, wl, "the address given for rank %d is rank %u's of communicator %llu with "
                  "%u ranks (expected communicator %llu with %d ranks)", peer,
-                 (unsigned)get32(b + 8), (unsigned long long)get64(b + 16),
-                 (unsigned)get32(b + 4), (unsigned long long)ep->comm_id, ep->nranks);
+                 (unsigned)kit_get_le32(b + 8), (unsigned long long)kit_get_le64(b + 16),
+                 (unsigned)kit_get_le32(b + 4), (unsigned long long)ep->comm_id, ep->nranks);
         return -1;
     }
-    if ((size_t)get32(b + UX_BLOB_HDR - 4) + UX_BLOB_HDR != len) {
+    if ((size_t)kit_get_le32(b + UX_BLOB_HDR - 4) + UX_BLOB_HDR != len) {
         snprintf(why, wl, "the address of rank %d is %zu bytes but says it holds a UCX address "
-                 "of %u", peer, len, (unsigned)get32(b + UX_BLOB_HDR - 4));
+                 "of %u", peer, len, (unsigned)kit_get_le32(b + UX_BLOB_HDR - 4));
         return -1;
     }
     return 0;
@@ -2000,7 +1979,7 @@ static int ux_can_reach(cohort_tp_ep_t epv, int peer, const void *peer_addr, siz
     }
     const unsigned char *b = (const unsigned char *)peer_addr;
     if (memcmp(b + UX_PROC_OFF, ep->proc, UX_HOST_LEN) == 0) return 1;
-    if ((get32(b + 12) & 1u) && ep->ctx->has_net) return 1;
+    if ((kit_get_le32(b + 12) & 1u) && ep->ctx->has_net) return 1;
     ep->host->log(COHORT_LOG_INFO, SUBSYS, "ucx: rank %d cannot use ucx to rank %d: it is on "
                   "another host and %s has only shared-memory transports (UCX_TLS='%s')",
                   ep->rank, peer, ep->ctx->has_net ? "that rank's UCX" : "this rank's UCX",
@@ -2047,14 +2026,14 @@ static cohort_status_t ux_connect(cohort_tp_ep_t epv, int peer, const void *peer
     req_start(ar, ar->own, UX_ACK_SIZE, ucp_dt_make_contig(1),
               (UX_KIND_ACK << UX_KIND_SHIFT) | ((uint64_t)(unsigned)peer << UX_SEQ_BITS),
               UX_FULL_MASK, NULL);
-    put32(h, UX_HELLO_MAGIC);
-    put32(h + 4, (uint32_t)ep->rank);
-    put32(h + 8, (uint32_t)peer);
-    put32(h + 12, (uint32_t)ep->nranks);
-    put64(h + 16, ep->comm_id);
+    kit_put_le32(h, UX_HELLO_MAGIC);
+    kit_put_le32(h + 4, (uint32_t)ep->rank);
+    kit_put_le32(h + 8, (uint32_t)peer);
+    kit_put_le32(h + 12, (uint32_t)ep->nranks);
+    kit_put_le64(h + 16, ep->comm_id);
     memcpy(h + 24, ep->job_hash, UX_MAC_LEN);
     memcpy(h + UX_PROC_OFF, ep->proc, UX_PROC_LEN);
-    put32(h + UX_HELLO_HDR - 4, (uint32_t)ep->addr_len);
+    kit_put_le32(h + UX_HELLO_HDR - 4, (uint32_t)ep->addr_len);
     memcpy(h + UX_HELLO_HDR, ep->addr, ep->addr_len);
     host->auth(h, n - UX_MAC_LEN, h + n - UX_MAC_LEN);
     send_ctl(c, K_HELLO, h, n,

@@ -36,6 +36,7 @@
 #define _GNU_SOURCE 1
 #endif
 #include <cohort/plugin.h>
+#include "transports/common/kit_bytes.h"
 
 #include "vb_credit.h"
 #include "vb_hca.h"
@@ -218,21 +219,6 @@ typedef struct vb_ep {
 } vb_ep_t;
 
 /* ---- small helpers ----------------------------------------------------------------------- */
-
-static void put32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (24 - 8 * i));
-}
-static void put64(unsigned char *p, uint64_t v)
-{
-    put32(p, (uint32_t)(v >> 32));
-    put32(p + 4, (uint32_t)v);
-}
-static uint32_t get32(const unsigned char *p)
-{
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-static uint64_t get64(const unsigned char *p) { return ((uint64_t)get32(p) << 32) | get32(p + 4); }
 
 static const char *wc_text(enum ibv_wc_status s) { return ibv_wc_status_str(s); }
 
@@ -716,17 +702,17 @@ static void hello_build(vb_conn_t *c, int kind)
     vb_ep_t *ep = c->ep;
     unsigned char *p = c->sbuf;
     memset(p, 0, VB_HELLO_SIZE);
-    put32(p, VB_HELLO_MAGIC);
-    put32(p + 4, (uint32_t)kind);
-    put32(p + 8, (uint32_t)ep->rank);
-    put32(p + 12, (uint32_t)c->peer);
-    put64(p + 16, ep->comm_id);
-    put32(p + 24, c->qp->qp_num);
-    put32(p + 28, c->psn);
+    kit_put_be32(p, VB_HELLO_MAGIC);
+    kit_put_be32(p + 4, (uint32_t)kind);
+    kit_put_be32(p + 8, (uint32_t)ep->rank);
+    kit_put_be32(p + 12, (uint32_t)c->peer);
+    kit_put_be64(p + 16, ep->comm_id);
+    kit_put_be32(p + 24, c->qp->qp_num);
+    kit_put_be32(p + 28, c->psn);
     memcpy(p + 32, ep->job, 63);
     memcpy(p + 96, ep->ctx->gid.raw, 16);
-    put32(p + 112, ep->ctx->lid);
-    put32(p + 116, (uint32_t)ep->ctx->mtu);
+    kit_put_be32(p + 112, ep->ctx->lid);
+    kit_put_be32(p + 116, (uint32_t)ep->ctx->mtu);
     ep->host->auth(p, VB_HELLO_MAC_OFF, p + VB_HELLO_MAC_OFF);
     c->soff = 0;
 }
@@ -735,13 +721,13 @@ static void hello_build(vb_conn_t *c, int kind)
 static int hello_check(vb_ep_t *ep, const unsigned char *p, int kind, const char **why)
 {
     unsigned char mac[32];
-    if (get32(p) != VB_HELLO_MAGIC) { *why = "not a cohort verbs handshake"; return -1; }
+    if (kit_get_be32(p) != VB_HELLO_MAGIC) { *why = "not a cohort verbs handshake"; return -1; }
     ep->host->auth(p, VB_HELLO_MAC_OFF, mac);
     if (memcmp(mac, p + VB_HELLO_MAC_OFF, 32)) { *why = "bad HMAC (another job?)"; return -1; }
-    if (get32(p + 4) != (uint32_t)kind) { *why = "unexpected handshake step"; return -1; }
-    if (get64(p + 16) != ep->comm_id) { *why = "another communicator"; return -1; }
-    if (get32(p + 12) != (uint32_t)ep->rank) { *why = "meant for another rank"; return -1; }
-    if (get32(p + 8) >= (uint32_t)ep->nranks) { *why = "rank out of range"; return -1; }
+    if (kit_get_be32(p + 4) != (uint32_t)kind) { *why = "unexpected handshake step"; return -1; }
+    if (kit_get_be64(p + 16) != ep->comm_id) { *why = "another communicator"; return -1; }
+    if (kit_get_be32(p + 12) != (uint32_t)ep->rank) { *why = "meant for another rank"; return -1; }
+    if (kit_get_be32(p + 8) >= (uint32_t)ep->nranks) { *why = "rank out of range"; return -1; }
     return 0;
 }
 
@@ -930,7 +916,7 @@ static void conn_sock(vb_conn_t *c)
             if (rc <= 0) return;
             const char *why = NULL;
             int want = c->ss == SS_WAIT_REPLY ? REPLY : READY;
-            if (hello_check(c->ep, c->sbuf, want, &why) || get32(c->sbuf + 8) != (uint32_t)c->peer) {
+            if (hello_check(c->ep, c->sbuf, want, &why) || kit_get_be32(c->sbuf + 8) != (uint32_t)c->peer) {
                 conn_fail(c, COHORT_ERR_TRANSPORT, "verbs: rank %d: handshake with rank %d "
                           "refused: %s", c->ep->rank, c->peer, why ? why : "from another rank");
                 return;
@@ -939,8 +925,8 @@ static void conn_sock(vb_conn_t *c)
                 conn_up(c);
                 return;
             }
-            c->rqpn = get32(c->sbuf + 24) & 0xffffff;
-            c->rpsn = get32(c->sbuf + 28) & 0xffffff;
+            c->rqpn = kit_get_be32(c->sbuf + 24) & 0xffffff;
+            c->rpsn = kit_get_be32(c->sbuf + 28) & 0xffffff;
             if (qp_connect(c)) return;
             hello_build(c, READY);
             c->ss = SS_SEND;
@@ -954,9 +940,9 @@ static void conn_sock(vb_conn_t *c)
                 for (ssize_t i = 0; i < n && c->bye_off < VB_BYE_SIZE; i++)
                     c->bye[c->bye_off++] = b[i];
                 if (c->bye_off == VB_BYE_SIZE && !c->bye_seen &&
-                    get32(c->bye) == VB_BYE_MAGIC) {
+                    kit_get_be32(c->bye) == VB_BYE_MAGIC) {
                     c->bye_seen = 1;
-                    c->bye_count = get64(c->bye + 4);
+                    c->bye_count = kit_get_be64(c->bye + 4);
                 }
                 continue;
             }
@@ -978,11 +964,11 @@ static void attach_incoming(vb_conn_t *c, vb_incoming_t *in)
     vb_ep_t *ep = c->ep;
     c->fd = in->fd;
     in->fd = -1;
-    c->rqpn = get32(in->buf + 24) & 0xffffff;
-    c->rpsn = get32(in->buf + 28) & 0xffffff;
+    c->rqpn = kit_get_be32(in->buf + 24) & 0xffffff;
+    c->rpsn = kit_get_be32(in->buf + 28) & 0xffffff;
     memcpy(c->rgid.raw, in->buf + 96, 16);
-    c->rlid = (uint16_t)get32(in->buf + 112);
-    c->rmtu = (enum ibv_mtu)get32(in->buf + 116);
+    c->rlid = (uint16_t)kit_get_be32(in->buf + 112);
+    c->rmtu = (enum ibv_mtu)kit_get_be32(in->buf + 116);
     epoll_ctl(ep->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     epoll_set(ep, c->fd, &c->fe, EPOLLIN, EPOLL_CTL_ADD);
     if (qp_connect(c)) return;
@@ -1025,7 +1011,7 @@ static void incoming_read(vb_ep_t *ep, vb_incoming_t *in)
         incoming_drop(ep, in);
         return;
     }
-    int src = (int)get32(in->buf + 8);
+    int src = (int)kit_get_be32(in->buf + 8);
     vb_conn_t *c = ep->conns[src];
     if (c && !c->connector && c->fd < 0 && c->state == C_SETUP) {
         attach_incoming(c, in);
@@ -1582,16 +1568,16 @@ static cohort_status_t vb_ep_open(cohort_tp_ctx_t c, const cohort_ep_info_t *inf
 
     unsigned char *b = addr;
     memset(b, 0, VB_ADDR_SIZE);
-    put32(b, VB_ADDR_MAGIC);
+    kit_put_be32(b, VB_ADDR_MAGIC);
     b[4] = (unsigned char)x->link_layer;
     b[5] = (unsigned char)x->port;
     b[6] = (unsigned char)x->mtu;
     b[7] = (unsigned char)x->gid_index;
     memcpy(b + 8, x->gid.raw, 16);
-    put32(b + 24, x->lid);
+    kit_put_be32(b + 24, x->lid);
     memcpy(b + 28, &x->ipv4, 4);
-    put32(b + 32, ep->lport);
-    put32(b + 36, 0x01020304u);
+    kit_put_be32(b + 32, ep->lport);
+    kit_put_be32(b + 36, 0x01020304u);
     *addrlen = VB_ADDR_SIZE;
     *epp = ep;
     return COHORT_SUCCESS;
@@ -1615,14 +1601,14 @@ static int addr_decode(const void *blob, size_t len, vb_addr_t *a)
     unsigned char b[VB_ADDR_SIZE];
     if (!blob || len != VB_ADDR_SIZE) return -1;
     memcpy(b, blob, sizeof b);
-    if (get32(b) != VB_ADDR_MAGIC || get32(b + 36) != 0x01020304u) return -1;
+    if (kit_get_be32(b) != VB_ADDR_MAGIC || kit_get_be32(b + 36) != 0x01020304u) return -1;
     a->link_layer = b[4];
     a->port = b[5];
     a->mtu = (enum ibv_mtu)b[6];
     memcpy(a->gid.raw, b + 8, 16);
-    a->lid = (uint16_t)get32(b + 24);
+    a->lid = (uint16_t)kit_get_be32(b + 24);
     memcpy(&a->ipv4, b + 28, 4);
-    a->tport = (uint16_t)get32(b + 32);
+    a->tport = (uint16_t)kit_get_be32(b + 32);
     return 0;
 }
 
@@ -1648,8 +1634,8 @@ static void conn_destroy(vb_conn_t *c)
          * blocks): its pending receives then fail only after what we sent has landed */
         unsigned char b[VB_BYE_SIZE], junk[64];
         while (recv(c->fd, junk, sizeof junk, MSG_DONTWAIT) > 0) { /* unread bytes: no RST */ }
-        put32(b, VB_BYE_MAGIC);
-        put64(b + 4, c->tx_done);
+        kit_put_be32(b, VB_BYE_MAGIC);
+        kit_put_be64(b + 4, c->tx_done);
         (void)send(c->fd, b, sizeof b, MSG_NOSIGNAL | MSG_DONTWAIT);
     }
     if (c->qp) ibv_destroy_qp(c->qp);
@@ -1807,7 +1793,7 @@ static cohort_status_t vb_accept(cohort_tp_ep_t e, int peer, cohort_tp_conn_t *c
     c->ss = SS_WAIT_HELLO;
     *connp = c;
     for (vb_incoming_t *in = ep->incoming; in; in = in->next)
-        if (in->off == VB_HELLO_SIZE && (int)get32(in->buf + 8) == peer) {
+        if (in->off == VB_HELLO_SIZE && (int)kit_get_be32(in->buf + 8) == peer) {
             attach_incoming(c, in);
             incoming_drop(ep, in);
             break;
