@@ -35,7 +35,7 @@ typedef enum {
 static const char *const coll_names[C_COUNT] = {
     "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "alltoall", "barrier"
 };
-/* Op names in RESULT lines: those of ../shared/tools/peers (bcast), ours elsewhere. */
+/* Op names in RESULT lines: those of the peer drivers, bench/peers/ (bcast), ours elsewhere. */
 static const char *const coll_result_names[C_COUNT] = {
     "allreduce", "bcast", "reduce", "allgather", "reduce_scatter", "alltoall", "barrier"
 };
@@ -151,7 +151,7 @@ static void usage(FILE *f, const char *prog)
         "      --algo A             set COHORT_ALGO=<coll>:A before init\n"
         "      --json FILE          write every result and the run's metadata as JSON\n"
         "      --csv FILE           the same as CSV\n"
-        "      --result-label L     also print RESULT,L,... lines (../shared/tools/peers format)\n"
+        "      --result-label L     also print RESULT,L,... lines (bench/peers/ format)\n"
         "      --same-buffer        every call uses the start of the buffers (cache-warm, as the\n"
         "                           peers' MPI driver) instead of moving through them\n"
         "      --mem KIND           malloc (default) or cohort: buffers from cohort_mem_alloc,\n"
@@ -1256,7 +1256,7 @@ static void print_row(const bench_t *b, const result_t *r)
     }
     printf("  %8s  %8s  %8s  %8s  %s\n", a, c, d, e, r->algo);
     if (b->o.label && !(r->bytes == 0 && b->o.coll != C_BARRIER)) {
-        /* ../shared/tools/peers format: time = median of the repetitions' max over ranks. */
+        /* bench/peers/ format: time = median of the repetitions' max over ranks. */
         const place_res_t *p = &r->oop;
         double algbw = p->med_us > 0 ? (double)r->bytes / (p->med_us * 1e-6) / 1e9 : 0;
         const char *ck = p->wrong < 0 ? "skip" : p->wrong > 0 ? "FAIL" : "ok";

@@ -17,3 +17,7 @@ dist_noinst_SCRIPTS += bench/scaling_model.py
 dist_noinst_SCRIPTS += bench/netns-bench.sh bench/netns-nb.sh
 EXTRA_DIST += bench/torch_bench.py
 dist_noinst_SCRIPTS += bench/netns-torch.sh bench/netns_pair.sh
+# The peer drivers (bench/peers/README.md): Open MPI, MPICH and Gloo measured as cohort-bench
+# measures cohort; built by their run_peers.sh (MPI and Gloo are not dependencies of cohort).
+EXTRA_DIST += bench/peers/README.md bench/peers/mpi_coll_bench.c bench/peers/gloo_coll_bench.cc \
+	bench/peers/run_peers.sh bench/peers/summarize.py
