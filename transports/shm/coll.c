@@ -50,21 +50,22 @@
  * mapping), then publishes red; once every rank's red is in, all slices are everywhere and
  * nobody reads our buffers any more (two synchronisations). The other collectives read the
  * peers' buffers, and their owners wait for every reader (phase D) before they return.
- * Small broadcasts (up to sb_max(n) bytes) take one step in the small lane instead: the root copies
- * the data into its entry for the step (SB_DEPTH entries per rank, used in turn), publishes in and
- * returns without waiting for anyone; the others wait for that entry only (or for the root's in,
- * which says that it is in another collective at this step), check its tag and copy the data
+ * Small broadcasts (up to coll_sb_max(n) bytes) take one step in the small lane instead: the root
+ * copies the data into its entry for the step (SB_DEPTH entries per rank, used in turn), publishes
+ * in and returns without waiting for anyone; the others wait for that entry only (or for the root's
+ * in, which says that it is in another collective at this step), check its tag and copy the data
  * out. A root can so run up to SB_DEPTH broadcasts ahead of the slowest reader, as Open MPI's
  * roots, which drop small messages into their peers' queues, never wait either (docs/
- * performance.md, "Measurements behind the code's constants"). Every rank writes an entry (tag, history, step), so a rank that is in
- * another collective at that step sees the difference. A root compares nothing; each rank's
- * history (chain_step) makes the next collective that compares catch roots that disagreed.
+ * performance.md, "Measurements behind the code's constants"). Every rank writes an entry (tag,
+ * history, step), so a rank that is in another collective at that step sees the difference. A root
+ * compares nothing; each rank's history (chain_step) makes the next collective that compares catch
+ * roots that disagreed.
  * The lane comes before mapped mode, which it overlaps from 32 KiB: nobody may read the buffer
  * of a root that waits for no one. Except when the root lends it: a root whose
  * buffer of at least MAP_MIN bytes came from cohort_mem_alloc, and whose readers all said they
  * can map its blocks (mapcap), marks its entry `lend` instead of copying the data into it,
  * and waits for every reader's out (phase D); the readers copy from its buffer in place and
- * publish out with a wake-up, also when they fail (sb_lent), so that the root returns.
+ * publish out with a wake-up, also when they fail (coll_sb_lent), so that the root returns.
  * At close (shm_coll_finish), so that roots that disagreed are found even when their broadcast
  * was the last call: each rank publishes its history and last collective in its history line
  * (fin), then compares with every peer, from the peer's own fin or, while the peer has not
@@ -80,6 +81,7 @@
 #define _GNU_SOURCE   /* memfd_create */
 #endif
 #include "coll.h"
+#include "coll_int.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -95,176 +97,9 @@
 #include <emmintrin.h>
 #endif
 
-#define AREA_MAGIC 0x636f686f7274434cull   /* "cohortCL" */
-#define AREA_VERSION 5u           /* 5: the history line's fin record */
-#define AREA_PAGE ((size_t)4096)
-#define LINE 64
-#define DIRECT_MAX ((size_t)16 << 10)       /* allreduce/reduce up to this: one round */
-#define LIVE_EVERY 32u                     /* fruitless advances between peer checks */
-#define CMA_MIN ((size_t)32 << 10)          /* allgather blocks from this size by single copy... */
-#define CMA_AG_MAX ((size_t)4 << 20)        /* ...up to this (larger: staged) */
-#define MAP_MIN ((size_t)32 << 10)          /* mapped mode from this many bytes per buffer */
-#define MAP_PIECE ((size_t)64 << 10)       /* mapped allreduce: reduce, then copy out, by this */
-#define MAP_CACHE 32                        /* peers' blocks an endpoint keeps mapped (at least) */
-#define PROBE_MAGIC 0x636f686f72745042ull   /* "cohortPB" ^ pid, in each rank's probe memfd */
-#define SB_MAX ((size_t)64 << 10)           /* broadcasts up to this take the small lane... */
-#define SB_MAX_LOW ((size_t)4 << 10)        /* ...or, with many ranks, down to this: */
-#define SB_BUDGET ((size_t)8 << 20)         /* the lane's data, all ranks (n <= 32) */
-#define SB_DEPTH 64u                        /* small broadcasts a root may run ahead */
-#define SB_HDR 32                           /* an entry's header; its line holds up to */
-#define SB_INLINE (LINE - SB_HDR)           /* this many bytes of data, the rest go apart */
-#define SB_STREAM_MIN ((size_t)4 << 10)     /* a root writes this much or more with stream_copy */
-#define ADAPT_MIN ((size_t)64 << 10)        /* staged collectives this large pick stores */
-#define ADAPT_CLASSES 12                    /* by size class: 64 KiB, 128 KiB, ..., 64 MiB and up */
-#define ADAPT_WARM 4u                       /* the first collectives of a class try both in turn */
-#define ADAPT_PROBE 32u                     /* then every this many try the other kind */
-#define ADAPT_KEEP 4                        /* measurements kept per kind (the least counts) */
-
-enum { M_MAPPED = 1u };
-enum { FIN_NONE = 0u, FIN_DONE = 1u, FIN_BROKEN = 2u };   /* rank_ctl_t.fin */
-#define FIN_NO_COLL 0xffu                   /* fin_coll of a rank that ran no collective */
-
-typedef struct area_hdr {
-    uint64_t magic;
-    uint32_t version, nranks, nslots, pad;
-    uint64_t round;
-} area_hdr_t;
-
-typedef struct rank_ctl {
-    alignas(LINE) _Atomic uint64_t in;
-    _Atomic uint64_t red, out;
-    uint64_t tag[SHM_COLL_NSLOTS];
-    uint64_t addr;                 /* single-copy mode: the buffer peers read (set before in) */
-    alignas(LINE) _Atomic uint32_t armed;
-    _Atomic uint32_t caps;         /* 1 + (1: it can read every peer by CMA), set at creation */
-    _Atomic uint32_t mapcap;       /* 0 not known yet, 1 it cannot map every peer, 2 it can */
-    /* mapped mode */
-    alignas(LINE) int32_t pid;     /* set at creation, like probe_fd */
-    int32_t probe_fd;              /* a memfd the peers open to see whether they can map ours */
-    uint8_t mflags[SHM_COLL_NSLOTS]; /* first round of a collective that may map: M_* (per slot,
-                                      like tag: a rank may start the next collective while a
-                                      slower one still reads these) */
-    int32_t sfd, rfd;              /* M_MAPPED: the memfds of sendbuf and recvbuf (-1: none);
-                                      with the ids and offsets, read only when every rank set
-                                      M_MAPPED, and then nobody leaves before all read them */
-    uint64_t sid, soff, rid, roff; /* their blocks' ids and the buffers' offsets in them */
-    /* the history of each slot's collective (with its tag): see chain_step. Atomic, accessed
-     * relaxed (plain moves, as before: in and the entries' step order them), because
-     * shm_coll_finish may read a slot that a peer which ran ahead of it is rewriting. */
-    alignas(LINE) _Atomic uint64_t chain[SHM_COLL_NSLOTS];
-    /* written once, at close (shm_coll_finish), for the peers that close after this rank: its
-     * history and its last collective (number, kind, count, dtype, op, root), then fin */
-    _Atomic uint32_t fin;          /* FIN_*: stored last (seq_cst: a sleeping peer is woken) */
-    uint32_t fin_seq;              /* tag >> 32 */
-    uint8_t fin_coll, fin_dtype, fin_op, fin_pad;   /* fin_coll FIN_NO_COLL: it ran none */
-    int32_t fin_root;
-    uint64_t fin_count, fin_chain;
-} rank_ctl_t;
-
-_Static_assert(sizeof(rank_ctl_t) == 4 * LINE, "four cache lines per rank");
-_Static_assert(offsetof(rank_ctl_t, chain) == 3 * LINE &&
-               offsetof(rank_ctl_t, fin_chain) + sizeof(uint64_t) == 4 * LINE,
-               "the fin record fills the history line after the slots' histories");
-
-/* A small-lane entry's header (each rank has SB_DEPTH, used by step % SB_DEPTH): written by
- * its rank in phase A of a small broadcast's step; the root's data follows it (sb_data). */
-typedef struct sb_hdr {
-    _Atomic uint64_t step;         /* stored last (release): the entry is for this step */
-    uint64_t tag;
-    _Atomic uint64_t chain;        /* relaxed, as rank_ctl_t.chain (and for the same reason) */
-    uint64_t lend;                 /* 1: the data is not here, read the root's buffer in place
-                                      (rfd, rid, roff of its control line) */
-} sb_hdr_t;
-
-_Static_assert(sizeof(sb_hdr_t) == SB_HDR, "small-lane header");
-
-/* What one collective's size class measured when staged with each kind of store (memcpy or
- * stream_copy into the slots): ns per KiB of the last ADAPT_KEEP collectives with each. */
-typedef struct adapt {
-    double ns_kib[2][ADAPT_KEEP];
-    uint32_t runs, got[2];
-} adapt_t;
-
-typedef struct map_ent {
-    int pid, rw;                   /* rw: mapped writable */
-    uint64_t id;                   /* 0: free */
-    unsigned char *base;
-    size_t len;
-    uint64_t used;
-} map_ent_t;
-
-enum { PH_A, PH_B, PH_C, PH_D };
-
-struct shm_coll {
-    const cohort_host_v1_t *host;
-    shm_coll_hooks_t hooks;
-    int rank, n;
-    size_t round;
-    rank_ctl_t *ctl;
-    unsigned char *small, *stage, *res;
-    uint64_t chain;                /* chain_step of every collective this rank started */
-    uint64_t step;                 /* last step this rank started */
-    uint64_t known_out;            /* every rank's out is known to be >= this (a rank publishes
-                                      in = t or red = t only after out = t - 1) */
-    int broken;
-    int fin_pub;                   /* shm_coll_finish published our fin */
-    uint64_t fin_t0;               /* ... at this time */
-    /* the collective in flight */
-    int active;
-    cohort_tp_coll_args_t a;
-    size_t esize, bytes;           /* bytes: per block for the blocked collectives */
-    size_t unit;                   /* bytes per block per round */
-    size_t nrounds, r;
-    uint64_t t;
-    int phase, direct, cma;
-    int sb;                        /* a small broadcast: one step in the small lane */
-    int sb_lend;                   /* its root lends its buffer (and waits for the readers) */
-    size_t sb_max;                 /* sb_max(n) */
-    int all_cma;                   /* -1 unknown; else whether EVERY rank can read its peers */
-    unsigned idle;
-    int wait_peer;
-    /* mapped mode */
-    int probe_fd;                  /* ours (-1: none) */
-    int can_map;                   /* -1 untested; else whether we could map every peer's probe */
-    int map_try;                   /* this collective's first round decides mapped or staged */
-    int map_mine;                  /* we published our buffers instead of staging */
-    int map;                       /* mapped mode chosen */
-    int map_d;                     /* mapped mode with a phase D: the peers read our buffers
-                                      (allreduce: they write theirs, and we wait for red) */
-    int map_said;                  /* logged: 1 mapped mode ran, 2 a mix fell back, 4 a
-                                      small broadcast's root lent its buffer */
-    const unsigned char **psend;   /* the peers' send buffers, mapped (NULL: not needed) */
-    unsigned char **precv;         /* their receive buffers (allreduce by slices: writable) */
-    const unsigned char **srcs;    /* scratch: each rank's input of a reduction */
-    map_ent_t *cache;
-    int ncache;
-    uint64_t clock;
-    /* stores into the staging and result slots of staged collectives (hooks.stream) */
-    int stream;                    /* this collective's: 1 stream_copy, 0 memcpy */
-    int adapt_cls;                 /* its size class, -1: not measured */
-    uint64_t t0;                   /* when it started */
-    adapt_t adapt[COHORT_TP_BARRIER + 1][ADAPT_CLASSES];   /* per collective and size */
-};
-
 static size_t ctl_bytes(int n)
 {
     return (AREA_PAGE + (size_t)n * sizeof(rank_ctl_t) + AREA_PAGE - 1) / AREA_PAGE * AREA_PAGE;
-}
-
-/* The largest small broadcast for n ranks: 64 KiB at 2 ranks, 32 KiB at 4, 16 KiB at 8, 8 KiB
- * at 16, 4 KiB from 32 (the lane's data is n * SB_DEPTH of these: 8 MiB up to 32 ranks,
- * 256 KiB per rank beyond). The larger lane beat the staged path and single copy at every size
- * it took over (docs/performance.md, "Measurements behind the code's constants"). */
-static size_t sb_max(int n)
-{
-    size_t m = SB_BUDGET / ((size_t)n * SB_DEPTH);
-    m = m > SB_MAX ? SB_MAX : m < SB_MAX_LOW ? SB_MAX_LOW : m;
-    return m / LINE * LINE;
-}
-
-static size_t small_bytes(int n)
-{
-    return ((size_t)n * SB_DEPTH * (LINE + sb_max(n)) + AREA_PAGE - 1) / AREA_PAGE * AREA_PAGE;
 }
 
 size_t shm_coll_round(int nranks, size_t requested)
@@ -276,7 +111,7 @@ size_t shm_coll_round(int nranks, size_t requested)
 
 size_t shm_coll_area_bytes(int nranks, size_t round)
 {
-    return ctl_bytes(nranks) + small_bytes(nranks) +
+    return ctl_bytes(nranks) + coll_small_bytes(nranks) +
            ((size_t)nranks + 1) * SHM_COLL_NSLOTS * round;
 }
 
@@ -317,8 +152,8 @@ shm_coll_t *shm_coll_new(void *area, int rank, int nranks, const cohort_host_v1_
     co->round = (size_t)h->round;
     co->ctl = (rank_ctl_t *)(void *)((unsigned char *)area + AREA_PAGE);
     co->small = (unsigned char *)area + ctl_bytes(nranks);
-    co->sb_max = sb_max(nranks);
-    co->stage = co->small + small_bytes(nranks);
+    co->sb_max = coll_sb_max(nranks);
+    co->stage = co->small + coll_small_bytes(nranks);
     co->res = co->stage + (size_t)nranks * SHM_COLL_NSLOTS * co->round;
     /* every rank starts at step 0 (counters are zero in a fresh area). The single-copy mode
      * must be chosen alike on every rank, so each says here whether it can read all its peers,
@@ -382,22 +217,6 @@ void shm_coll_cancel(shm_coll_t *co)
 static unsigned char *slot_of(const shm_coll_t *co, int rank, uint64_t t)
 {
     return co->stage + ((size_t)rank * SHM_COLL_NSLOTS + (size_t)(t % SHM_COLL_NSLOTS)) * co->round;
-}
-
-/* Rank's small-lane entry for step t: the lines of consecutive entries are adjacent (a reader
- * that is behind finds the next ones prefetched), their data of more than SB_INLINE bytes in
- * the part after all lines. */
-static sb_hdr_t *sb_of(const shm_coll_t *co, int rank, uint64_t t)
-{
-    size_t i = (size_t)rank * SB_DEPTH + (size_t)(t % SB_DEPTH);
-    return (sb_hdr_t *)(void *)(co->small + i * LINE);
-}
-
-static unsigned char *sb_data(const shm_coll_t *co, int rank, uint64_t t, size_t len)
-{
-    size_t i = (size_t)rank * SB_DEPTH + (size_t)(t % SB_DEPTH);
-    if (len <= SB_INLINE) return co->small + i * LINE + SB_HDR;
-    return co->small + (size_t)co->n * SB_DEPTH * LINE + i * co->sb_max;
 }
 
 /* memcpy with non-temporal stores to a 16-byte aligned dst, then a store fence: the lines go
@@ -505,7 +324,7 @@ static unsigned char *res_of(const shm_coll_t *co, uint64_t t)
     return co->res + (size_t)(t % SHM_COLL_NSLOTS) * co->round;
 }
 
-static const char *coll_name(int c)
+const char *coll_name(int c)
 {
     static const char *names[] = { "allreduce", "broadcast", "reduce", "allgather",
                                    "reduce_scatter", "alltoall", "barrier" };
@@ -521,237 +340,6 @@ static size_t dsize(cohort_dtype_t d)
     case COHORT_INT64: case COHORT_UINT64: case COHORT_FLOAT64: return 8;
     }
     return 0;
-}
-
-/* ---- mapped mode: the peers' blocks ------------------------------------------------------- */
-
-/* Opens /proc/<pid>/fd/<fd> (rw: read-write, else read-only) after checking that it is the
- * memfd called `expect`; -1 with the reason in why. */
-#define WHY_LEN 320
-static int open_peer_fd(int pid, int fd, const char *expect, char why[WHY_LEN], int rw)
-{
-    const size_t whylen = WHY_LEN;
-    char path[64], link[160], want[96];
-    snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, fd);
-    ssize_t n = readlink(path, link, sizeof link - 1);
-    if (n < 0) {
-        snprintf(why, whylen, "%s: %s", path, strerror(errno));
-        return -1;
-    }
-    link[n] = 0;
-    snprintf(want, sizeof want, "/memfd:%s (deleted)", expect);
-    if (strcmp(link, want)) {
-        snprintf(why, whylen, "%s is %.100s, not %.100s", path, link, want);
-        return -1;
-    }
-    int f = open(path, (rw ? O_RDWR : O_RDONLY) | O_CLOEXEC);
-    if (f < 0) snprintf(why, whylen, "opening %s: %s", path, strerror(errno));
-    return f;
-}
-
-/* 1 if this rank can map every peer's probe memfd (so, their cohort_mem_alloc blocks). Once per
- * endpoint; says why not in the log. */
-static int probe_peers(shm_coll_t *co)
-{
-    for (int j = 0; j < co->n; j++) {
-        if (j == co->rank) continue;
-        int pid = co->ctl[j].pid, pfd = co->ctl[j].probe_fd;
-        char name[48], why[WHY_LEN] = "";
-        snprintf(name, sizeof name, "cohort-probe-%d", pid);
-        int ok = 0;
-        if (pfd < 0) {
-            snprintf(why, sizeof why, "it published no probe (COHORT_SHM_MAP=0 there, or "
-                     "memfd_create failed)");
-        } else {
-            int fd = open_peer_fd(pid, pfd, name, why, 0);
-            if (fd >= 0) {
-                void *p = mmap(NULL, AREA_PAGE, PROT_READ, MAP_SHARED, fd, 0);
-                if (p == MAP_FAILED) {
-                    snprintf(why, sizeof why, "mmap of its probe: %s", strerror(errno));
-                } else {
-                    ok = *(const volatile uint64_t *)p == (PROBE_MAGIC ^ (uint64_t)pid);
-                    if (!ok) snprintf(why, sizeof why, "its probe reads wrong");
-                    munmap(p, AREA_PAGE);
-                }
-                close(fd);
-            }
-        }
-        if (!ok) {
-            co->host->log(COHORT_LOG_INFO, "shm", "shm: rank %d cannot map the memory of rank %d "
-                          "(pid %d): %s. Collectives on cohort_mem_alloc buffers copy through "
-                          "the staging slots instead (ranks in different pid namespaces or "
-                          "under other users cannot open each other's /proc/<pid>/fd)", co->rank,
-                          j, pid, why);
-            return 0;
-        }
-    }
-    return 1;
-}
-
-/* Rank j's block (fd, id), mapped here (cached; rw: writable): the address of offset off, after
- * checking that len bytes from there lie in the block. NULL after host->error. */
-static unsigned char *map_peer(shm_coll_t *co, int j, int fd, uint64_t id, uint64_t off,
-                               size_t len, int rw)
-{
-    int pid = co->ctl[j].pid;
-    map_ent_t *e = NULL, *victim = NULL;
-    for (int i = 0; i < co->ncache && !e; i++) {
-        map_ent_t *c = &co->cache[i];
-        if (c->id == id && c->pid == pid) {
-            if (c->rw || !rw) e = c;
-            else victim = c;   /* read-only so far: map it again, writable */
-            if (!e) break;
-        } else if (!victim || (victim->id && (!c->id || c->used < victim->used))) {
-            victim = c;
-        }
-    }
-    char name[64], why[WHY_LEN] = "";
-    snprintf(name, sizeof name, "cohort-mem-%d-%llu", pid, (unsigned long long)id);
-    if (!e) {
-        int f = open_peer_fd(pid, fd, name, why, rw);
-        void *p = MAP_FAILED;
-        struct stat st;
-        if (f >= 0) {
-            if (fstat(f, &st) < 0)
-                snprintf(why, sizeof why, "fstat: %s", strerror(errno));
-            else if ((p = mmap(NULL, (size_t)st.st_size, PROT_READ | (rw ? PROT_WRITE : 0),
-                               MAP_SHARED, f, 0)) == MAP_FAILED)
-                snprintf(why, sizeof why, "mmap of %lld bytes: %s", (long long)st.st_size,
-                         strerror(errno));
-            close(f);
-        }
-        if (p == MAP_FAILED) {
-            co->host->error(COHORT_ERR_SYSTEM, "shm: rank %d cannot map the buffer of rank %d "
-                            "(pid %d, block %s): %s. Keep cohort_mem_alloc buffers until the "
-                            "collective returns on every rank; if descriptors or memory ran "
-                            "out, raise ulimit -n or free blocks", co->rank, j, pid, name, why);
-            return NULL;
-        }
-        if (victim->id) munmap(victim->base, victim->len);
-        *victim = (map_ent_t){ pid, rw, id, p, (size_t)st.st_size, 0 };
-        e = victim;
-    }
-    if (off > e->len || len > e->len - off) {
-        co->host->error(COHORT_ERR_SYSTEM, "shm: rank %d: rank %d's buffer (%zu bytes at offset "
-                        "%llu) does not fit its block %s of %zu bytes", co->rank, j, len,
-                        (unsigned long long)off, name, e->len);
-        return NULL;
-    }
-    e->used = ++co->clock;
-    return e->base + off;
-}
-
-/* Bytes of sendbuf and recvbuf a mapped collective reads from this rank (0: not read). */
-static void map_lens(const shm_coll_t *co, int rank, size_t *sl, size_t *rl)
-{
-    const cohort_tp_coll_args_t *a = &co->a;
-    *sl = *rl = 0;
-    switch (a->coll) {
-    case COHORT_TP_ALLREDUCE: *sl = *rl = co->bytes; break;
-    case COHORT_TP_BROADCAST: if (rank == a->root) *rl = co->bytes; break;
-    case COHORT_TP_ALLGATHER: *sl = co->bytes; break;
-    case COHORT_TP_REDUCE_SCATTER: case COHORT_TP_ALLTOALL: *sl = co->bytes * (size_t)co->n; break;
-    default: break;
-    }
-}
-
-/* Describes in this rank's control line what its peers read of its buffers in place (map_lens),
- * if all of it lies in cohort_mem_alloc blocks (else 0). Peers read these fields only once the
- * collective says so (M_MAPPED, or a lent small broadcast), and the previous collective that
- * used them ended only after its readers were done. */
-static int describe_bufs(shm_coll_t *co)
-{
-    const cohort_tp_coll_args_t *a = &co->a;
-    const cohort_host_v1_t *h = co->host;
-    size_t sl, rl;
-    map_lens(co, co->rank, &sl, &rl);
-    int sfd = -1, rfd = -1;
-    uint64_t sid = 0, soff = 0, rid = 0, roff = 0;
-    if (sl && !h->mem_shared(a->sendbuf, sl, &sfd, &sid, &soff)) return 0;
-    if (rl && !h->mem_shared(a->recvbuf, rl, &rfd, &rid, &roff)) return 0;
-    rank_ctl_t *c = &co->ctl[co->rank];
-    c->sfd = sfd;
-    c->rfd = rfd;
-    c->sid = sid;
-    c->soff = soff;
-    c->rid = rid;
-    c->roff = roff;
-    return 1;
-}
-
-/* Whether this rank can map every peer's cohort_mem_alloc blocks (probed once per endpoint),
- * published for the roots of small broadcasts. */
-static int can_map_all(shm_coll_t *co)
-{
-    if (co->can_map < 0) co->can_map = probe_peers(co);
-    atomic_store_explicit(&co->ctl[co->rank].mapcap, co->can_map ? 2u : 1u, memory_order_release);
-    return co->can_map;
-}
-
-/* A small broadcast of at least MAP_MIN bytes whose root's buffer came from cohort_mem_alloc,
- * when every other rank said it can map the root's blocks: the root describes its buffer in
- * its control line and lends it (it then waits for the readers, as in mapped mode), instead of
- * copying it into its entry (about twice as fast at 64 KiB; docs/performance.md). Readers whose own buffers come from
- * cohort_mem_alloc probe (can_map_all) at their first such broadcast, so the ones after it
- * lend. */
-static int sb_lend_mine(shm_coll_t *co)
-{
-    const cohort_tp_coll_args_t *a = &co->a;
-    const cohort_host_v1_t *h = co->host;
-    if (co->bytes < MAP_MIN || !COHORT_HAS_FIELD(h, cohort_host_v1_t, mem_shared) ||
-        !h->mem_shared || co->can_map == 0)
-        return 0;
-    if (co->rank != a->root) {   /* say whether we can map the roots' blocks */
-        int fd;
-        uint64_t id, off;
-        if (co->can_map < 0 && h->mem_shared(a->recvbuf, co->bytes, &fd, &id, &off))
-            can_map_all(co);
-        return 0;
-    }
-    for (int j = 0; j < co->n; j++)
-        if (j != co->rank && atomic_load_explicit(&co->ctl[j].mapcap, memory_order_acquire) != 2u)
-            return 0;
-    if (!describe_bufs(co)) return 0;
-    if (!(co->map_said & 4)) {
-        co->map_said |= 4;
-        co->host->log(COHORT_LOG_INFO, "shm", "shm: rank %d: its small broadcasts from "
-                      "cohort_mem_alloc buffers are read in place (first: %zu bytes)", co->rank,
-                      co->bytes);
-    }
-    return 1;
-}
-
-/* Whether this rank's buffers of the collective being started can be read by its peers in
- * place (and it can map theirs); if so, describes them in its control line. A broadcast's other
- * ranks offer no buffer: for them this only says that they can map the root's. */
-static int describe_mine(shm_coll_t *co)
-{
-    const cohort_tp_coll_args_t *a = &co->a;
-    const cohort_host_v1_t *h = co->host;
-    if (!COHORT_HAS_FIELD(h, cohort_host_v1_t, mem_shared) || !h->mem_shared) return 0;
-    if (a->coll == COHORT_TP_ALLTOALL && a->sendbuf == (const void *)a->recvbuf)
-        return 0;   /* we would overwrite blocks the peers still read */
-    return describe_bufs(co) && can_map_all(co);
-}
-
-/* Every rank published M_MAPPED: map what this rank reads of its peers. */
-static cohort_status_t map_peers(shm_coll_t *co)
-{
-    for (int j = 0; j < co->n; j++) {
-        co->psend[j] = co->precv[j] = NULL;
-        if (j == co->rank) continue;
-        const rank_ctl_t *c = &co->ctl[j];
-        size_t sl, rl;
-        map_lens(co, j, &sl, &rl);
-        int push = co->a.coll == COHORT_TP_ALLREDUCE;   /* we write our slice into theirs */
-        /* receive buffer first: a writable mapping of a block serves reads too, while mapping
-         * it writable after a read-only one would replace (unmap) that */
-        if (rl && !(co->precv[j] = map_peer(co, j, c->rfd, c->rid, c->roff, rl, push)))
-            return COHORT_ERR_SYSTEM;
-        if (sl && !(co->psend[j] = map_peer(co, j, c->sfd, c->sid, c->soff, sl, 0)))
-            return COHORT_ERR_SYSTEM;
-    }
-    return COHORT_SUCCESS;
 }
 
 cohort_status_t shm_coll_start(shm_coll_t *co, const cohort_tp_coll_args_t *a)
@@ -797,9 +385,9 @@ cohort_status_t shm_coll_start(shm_coll_t *co, const cohort_tp_coll_args_t *a)
                   (a->coll == COHORT_TP_ALLREDUCE || a->coll == COHORT_TP_BROADCAST ||
                    a->coll == COHORT_TP_ALLGATHER || a->coll == COHORT_TP_REDUCE_SCATTER ||
                    a->coll == COHORT_TP_ALLTOALL);
-    co->sb_lend = co->sb && sb_lend_mine(co);
+    co->sb_lend = co->sb && coll_sb_lend_mine(co);
     if (co->sb) co->map_try = 0;   /* mapped mode's first round would make the root wait */
-    if (co->map_try) co->map_mine = describe_mine(co);
+    if (co->map_try) co->map_mine = coll_describe_mine(co);
     co->cma = 0;
     if (a->coll == COHORT_TP_ALLGATHER && co->all_cma && co->n == 2 && co->bytes >= CMA_MIN &&
         co->bytes <= CMA_AG_MAX) {
@@ -922,8 +510,6 @@ static void span(const shm_coll_t *co, size_t total, size_t *off, size_t *len)
     *len = total - *off < co->unit ? total - *off : co->unit;
 }
 
-static void my_slice(const shm_coll_t *co, size_t len, size_t *at, size_t *slen);
-
 /* Our tag and history for the step (set before in is published). */
 static void set_tag(shm_coll_t *co)
 {
@@ -967,7 +553,7 @@ static void stage(shm_coll_t *co)
             put(dst, src + off, len, co->stream);
         } else {   /* our own slice is reduced from sendbuf: stage only what the others read */
             size_t at, slen;
-            my_slice(co, len, &at, &slen);
+            coll_my_slice(co, len, &at, &slen);
             put(dst, src + off, at, co->stream);
             put(dst + at + slen, src + off + at + slen, len - at - slen, co->stream);
         }
@@ -1014,8 +600,8 @@ static void reduce_all(shm_coll_t *co, void *out, size_t at, size_t len)
 /* out = own OP the others' inputs src[j] + at, len bytes: own first, then the others in rank
  * order. own == out (in place) is allowed. Each element is reduced by one rank only, so every
  * rank still gets bit-identical results. */
-static void reduce_from(shm_coll_t *co, void *out, const void *own,
-                        const unsigned char *const *src, size_t at, size_t len)
+void coll_reduce_from(shm_coll_t *co, void *out, const void *own,
+                      const unsigned char *const *src, size_t at, size_t len)
 {
     const cohort_tp_coll_args_t *a = &co->a;
     size_t cnt = len / co->esize;
@@ -1032,15 +618,15 @@ static void reduce_from(shm_coll_t *co, void *out, const void *own,
     co->host->reduce_finish(out, cnt, a->dtype, a->op, co->n);
 }
 
-/* reduce_from the others' staged inputs at slot(j) + at. */
+/* coll_reduce_from the others' staged inputs at slot(j) + at. */
 static void reduce_mine(shm_coll_t *co, void *out, const void *own, size_t at, size_t len)
 {
     for (int j = 0; j < co->n; j++) co->srcs[j] = slot_of(co, j, co->t);
-    reduce_from(co, out, own, co->srcs, at, len);
+    coll_reduce_from(co, out, own, co->srcs, at, len);
 }
 
 /* Our slice of a reduction round of len bytes: [*at, *at + *slen). */
-static void my_slice(const shm_coll_t *co, size_t len, size_t *at, size_t *slen)
+void coll_my_slice(const shm_coll_t *co, size_t len, size_t *at, size_t *slen)
 {
     size_t per = (len + (size_t)co->n - 1) / (size_t)co->n;
     per = (per + LINE - 1) / LINE * LINE;   /* a multiple of every element size */
@@ -1048,90 +634,6 @@ static void my_slice(const shm_coll_t *co, size_t len, size_t *at, size_t *slen)
     *at = lo < len ? lo : len;
     size_t hi = lo + per < len ? lo + per : len;
     *slen = hi > *at ? hi - *at : 0;
-}
-
-/* Phase B of a collective's first round, when it may map: every rank's flag is in, so every rank
- * decides alike. *restart: this step carried no data (some ranks staged, others did not), and
- * the collective starts over, staged. */
-static cohort_status_t decide_map(shm_coll_t *co, int *restart)
-{
-    /* any: a rank that stages in this collective (a broadcast's root; everyone otherwise) did
-     * not, counting on the mapped round (a broadcast's other ranks only say they can map) */
-    int all = 1, any = 0, plain = -1;
-    for (int j = 0; j < co->n; j++) {
-        unsigned f = co->ctl[j].mflags[co->t % SHM_COLL_NSLOTS];
-        if (!(f & M_MAPPED)) all = 0, plain = plain < 0 ? j : plain;
-        else if (co->a.coll != COHORT_TP_BROADCAST || j == co->a.root) any = 1;
-    }
-    *restart = 0;
-    co->map_try = 0;
-    if (any && !(co->map_said & (all ? 1 : 2))) {   /* once per endpoint and outcome */
-        co->map_said |= all ? 1 : 2;
-        if (all)
-            co->host->log(COHORT_LOG_INFO, "shm", "shm: rank %d: node collectives read the "
-                          "ranks' cohort_mem_alloc buffers in place (first: %s, %zu bytes)",
-                          co->rank, coll_name(co->a.coll), co->bytes);
-        else
-            co->host->log(COHORT_LOG_INFO, "shm", "shm: rank %d: a %s of %zu bytes copies through "
-                          "staging although some ranks' buffers come from cohort_mem_alloc: rank "
-                          "%d's do not (or it cannot map its peers, or has COHORT_SHM_MAP=0); "
-                          "in place needs every rank's", co->rank, coll_name(co->a.coll),
-                          co->bytes, plain);
-    }
-    if (all) {
-        co->map = 1;
-        co->map_d = co->a.coll != COHORT_TP_ALLREDUCE;
-        co->cma = 0;
-        co->nrounds = 1;
-        co->unit = co->bytes;
-        return map_peers(co);
-    }
-    *restart = any && !co->cma;   /* in single-copy mode every rank published its address */
-    co->map_mine = 0;
-    return COHORT_SUCCESS;
-}
-
-/* Phase B in mapped mode: straight from the peers' buffers. Returns 1 when a phase C follows. */
-static int compute_map(shm_coll_t *co)
-{
-    const cohort_tp_coll_args_t *a = &co->a;
-    unsigned char *rb = a->recvbuf;
-    const unsigned char *sb = a->sendbuf;
-    size_t b = co->bytes;
-    int me = co->rank;
-    for (int j = 0; j < co->n; j++) co->srcs[j] = j == me ? sb : co->psend[j];
-    switch (a->coll) {
-    case COHORT_TP_ALLREDUCE:
-        {   /* our slice, into our receive buffer and theirs, piece by piece: each piece is
-             * copied out while it is still in this core's cache (64 MiB, np 2, in place:
-             * 4.6-5.3 -> 2.6-2.8 ms; no change up to 16 MiB) */
-            size_t at, slen;
-            my_slice(co, b, &at, &slen);
-            for (size_t o = 0; o < slen; o += MAP_PIECE) {
-                size_t l = slen - o < MAP_PIECE ? slen - o : MAP_PIECE;
-                reduce_from(co, rb + at + o, sb + at + o, co->srcs, at + o, l);
-                for (int j = 0; j < co->n; j++)
-                    if (j != me) memcpy(co->precv[j] + at + o, rb + at + o, l);
-            }
-            return 1;
-        }
-    case COHORT_TP_REDUCE_SCATTER:
-        reduce_from(co, rb, sb + (size_t)me * b, co->srcs, (size_t)me * b, b);
-        return 0;
-    case COHORT_TP_BROADCAST:
-        if (me != a->root) memcpy(rb, co->precv[a->root], b);
-        return 0;
-    case COHORT_TP_ALLGATHER:
-        for (int j = 0; j < co->n; j++)
-            if (rb + (size_t)j * b != co->srcs[j]) memcpy(rb + (size_t)j * b, co->srcs[j], b);
-        return 0;
-    case COHORT_TP_ALLTOALL:
-        for (int j = 0; j < co->n; j++)
-            memcpy(rb + (size_t)j * b, co->srcs[j] + (size_t)me * b, b);
-        return 0;
-    default:
-        return 0;
-    }
 }
 
 /* Phase B in single-copy mode (allgather): read the peers' blocks into ours. */
@@ -1169,7 +671,7 @@ static int compute(shm_coll_t *co)
         } else {
             /* our slice: into recvbuf (allreduce) or straight into the result slot */
             size_t at, slen;
-            my_slice(co, len, &at, &slen);
+            coll_my_slice(co, len, &at, &slen);
             const unsigned char *own = (const unsigned char *)a->sendbuf + off + at;
             unsigned char *res = res_of(co, co->t) + at;
             if (a->coll == COHORT_TP_ALLREDUCE) {
@@ -1223,7 +725,7 @@ static void copy_result(shm_coll_t *co)
         return;
     }
     size_t at, slen;   /* allreduce: our own slice is in recvbuf already */
-    my_slice(co, len, &at, &slen);
+    coll_my_slice(co, len, &at, &slen);
     memcpy(rb, res, at);
     memcpy(rb + at + slen, res + at + slen, len - at - slen);
 }
@@ -1263,28 +765,6 @@ static cohort_status_t check_tags(shm_coll_t *co)
                                    (unsigned long long)(mine >> 32), j, co->sb_max);
     }
     return COHORT_SUCCESS;
-}
-
-/* A small broadcast's reader, when its root lent its buffer: copy from it in place. */
-static cohort_status_t sb_borrow(shm_coll_t *co)
-{
-    const rank_ctl_t *c = &co->ctl[co->a.root];
-    const unsigned char *p = map_peer(co, co->a.root, c->rfd, c->rid, c->roff, co->bytes, 0);
-    if (!p) return COHORT_ERR_SYSTEM;
-    memcpy(co->a.recvbuf, p, co->bytes);
-    return COHORT_SUCCESS;
-}
-
-/* Whether this step is a small broadcast whose root lent us its buffer (and waits for our out,
- * which is then published with a wake-up, even when we failed: the root returns, and the
- * histories show the next collective that compares what went wrong). */
-static int sb_lent(shm_coll_t *co)
-{
-    if (!co->sb || co->rank == co->a.root) return 0;
-    const sb_hdr_t *e = sb_of(co, co->a.root, co->t);
-    if (atomic_load_explicit(&e->step, memory_order_acquire) != co->t || !e->lend) return 0;
-    co->map_d = 1;
-    return 1;
 }
 
 static int next_round(shm_coll_t *co)
@@ -1351,9 +831,9 @@ cohort_status_t shm_coll_advance(shm_coll_t *co, int *moved, int *waiting_on)
             if (co->r == 0) {
                 cohort_status_t st = check_tags(co);
                 int restart = 0;
-                if (!st && co->map_try) st = decide_map(co, &restart);
+                if (!st && co->map_try) st = coll_decide_map(co, &restart);
                 if (st) {
-                    if (sb_lent(co)) publish(co, CT_OUT, co->t);
+                    if (coll_sb_lent(co)) publish(co, CT_OUT, co->t);
                     co->active = 0;
                     co->broken = 1;
                     return st;
@@ -1365,8 +845,8 @@ cohort_status_t shm_coll_advance(shm_coll_t *co, int *moved, int *waiting_on)
                     break;
                 }
             }
-            if (sb_lent(co)) {
-                cohort_status_t st = sb_borrow(co);
+            if (coll_sb_lent(co)) {
+                cohort_status_t st = coll_sb_borrow(co);
                 publish(co, CT_OUT, co->t);
                 if (st) {
                     co->active = 0;
@@ -1375,7 +855,7 @@ cohort_status_t shm_coll_advance(shm_coll_t *co, int *moved, int *waiting_on)
                 }
                 if (!next_round(co)) return COHORT_SUCCESS;
             } else if (co->map) {
-                int more = compute_map(co);
+                int more = coll_compute_map(co);
                 publish(co, more ? CT_RED : CT_OUT, co->t);
                 if (more) co->phase = PH_C;
                 else if (co->a.coll != COHORT_TP_BROADCAST || co->rank == co->a.root)
@@ -1435,226 +915,3 @@ int shm_coll_movable(const shm_coll_t *co)
     return 1;
 }
 
-/* ---- at close ------------------------------------------------------------------------------ */
-
-static const char *dtype_name(unsigned d)
-{
-    static const char *names[] = { "int8", "uint8", "int32", "uint32", "int64", "uint64",
-                                   "float16", "bfloat16", "float32", "float64" };
-    return d < sizeof names / sizeof names[0] ? names[d] : "?";
-}
-
-static const char *op_name(unsigned o)
-{
-    static const char *names[] = { "sum", "prod", "min", "max", "avg" };
-    return o < sizeof names / sizeof names[0] ? names[o] : "?";
-}
-
-/* A collective as the core names it in its messages: "broadcast #3 (count 2, float32, root 0)". */
-typedef struct fin_call {
-    unsigned coll, dtype, op;      /* coll FIN_NO_COLL: none */
-    uint32_t seq;
-    int root;
-    uint64_t count;
-} fin_call_t;
-
-static void describe_call(const fin_call_t *c, char *b, size_t len)
-{
-    if (c->coll == FIN_NO_COLL) {
-        snprintf(b, len, "no node collective");
-    } else if (c->coll == COHORT_TP_BARRIER) {
-        snprintf(b, len, "barrier #%lu", (unsigned long)c->seq);
-    } else {
-        int reduces = c->coll == COHORT_TP_ALLREDUCE || c->coll == COHORT_TP_REDUCE ||
-                      c->coll == COHORT_TP_REDUCE_SCATTER;
-        int rooted = c->coll == COHORT_TP_BROADCAST || c->coll == COHORT_TP_REDUCE;
-        snprintf(b, len, "%s #%lu (count %llu, %s%s%s, root %d)", coll_name((int)c->coll),
-                 (unsigned long)c->seq, (unsigned long long)c->count, dtype_name(c->dtype),
-                 reduces ? ", " : "", reduces ? op_name(c->op) : "", rooted ? c->root : -1);
-    }
-}
-
-/* What differs between two calls of the same number and kind, in words (as core/p2p.c says). */
-static void call_differences(const fin_call_t *a, const fin_call_t *b, char *buf, size_t len)
-{
-    int reduces = a->coll == COHORT_TP_ALLREDUCE || a->coll == COHORT_TP_REDUCE ||
-                  a->coll == COHORT_TP_REDUCE_SCATTER;
-    int rooted = a->coll == COHORT_TP_BROADCAST || a->coll == COHORT_TP_REDUCE;
-    size_t used = 0;
-    buf[0] = '\0';
-#define DIFF(cond, ...)                                                                    \
-    if ((cond) && used < len)                                                             \
-        used += (size_t)snprintf(buf + used, len - used, "%s", used ? " and " : "");      \
-    if ((cond) && used < len)                                                             \
-        used += (size_t)snprintf(buf + used, len - used, __VA_ARGS__)
-    DIFF(rooted && a->root != b->root, "the root (%d here, %d there)", a->root, b->root);
-    DIFF(a->count != b->count, "the count (%llu here, %llu there)",
-         (unsigned long long)a->count, (unsigned long long)b->count);
-    DIFF(a->dtype != b->dtype, "the dtype (%s here, %s there)", dtype_name(a->dtype),
-         dtype_name(b->dtype));
-    DIFF(reduces && a->op != b->op, "the op (%s here, %s there)", op_name(a->op), op_name(b->op));
-#undef DIFF
-}
-
-static fin_call_t my_last(const shm_coll_t *co)
-{
-    const cohort_tp_coll_args_t *a = &co->a;
-    fin_call_t c = { FIN_NO_COLL, 0, 0, 0, -1, 0 };
-    if (co->step) c = (fin_call_t){ (unsigned)a->coll, (unsigned)a->dtype, (unsigned)a->op,
-                                    (uint32_t)(a->tag >> 32), a->root, a->count };
-    return c;
-}
-
-/* Our fin record: written once; the fields before fin, which publishes them (seq_cst, then the
- * armed flags are loaded: a peer sleeping in its own shm_coll_finish is woken, as publish()
- * does). A rank whose collectives were abandoned (or one still in flight) says FIN_BROKEN: its
- * history is not what it ran, and its failure was reported already. */
-static void fin_publish(shm_coll_t *co)
-{
-    rank_ctl_t *c = &co->ctl[co->rank];
-    fin_call_t m = my_last(co);
-    c->fin_seq = m.seq;
-    c->fin_coll = (uint8_t)m.coll;
-    c->fin_dtype = (uint8_t)m.dtype;
-    c->fin_op = (uint8_t)m.op;
-    c->fin_root = m.root;
-    c->fin_count = m.count;
-    c->fin_chain = co->chain;
-    atomic_store_explicit(&c->fin, co->broken || co->active ? FIN_BROKEN : FIN_DONE,
-                          memory_order_seq_cst);
-    for (int j = 0; j < co->n; j++) {
-        if (j == co->rank) continue;
-        if (atomic_load_explicit(&co->ctl[j].armed, memory_order_seq_cst) &&
-            atomic_exchange_explicit(&co->ctl[j].armed, 0, memory_order_seq_cst))
-            co->hooks.wake(co->hooks.ep, j);
-    }
-    co->fin_pub = 1;
-    co->fin_t0 = shm_now_ns();
-}
-
-/* What shm_coll_finish knows of a peer: its fin says the same history as ours, or another, or
- * that its collectives failed; or, without a fin, it has not reached our last step yet, or is at
- * that step with the same history, or with another, or went beyond it. */
-enum { PF_SAME, PF_DIFF, PF_BROKEN, PF_WAIT, PF_LIVE_DIFF, PF_AHEAD, PF_GONE, PF_KINDS };
-
-static int fin_peer(const shm_coll_t *co, int j)
-{
-    const rank_ctl_t *c = &co->ctl[j];
-    uint32_t f = atomic_load_explicit(&c->fin, memory_order_acquire);   /* then its record */
-    if (f == FIN_BROKEN) return PF_BROKEN;
-    if (f == FIN_DONE) return c->fin_chain == co->chain ? PF_SAME : PF_DIFF;
-    uint64_t t = co->step, in = atomic_load_explicit(&c->in, memory_order_acquire);
-    if (in < t) return PF_WAIT;
-    if (in > t) return PF_AHEAD;   /* it started a collective that we never did */
-    if (t == 0) return PF_SAME;
-    /* its history at step t, published before its in = t (acquire above); like check_tags.
-     * A peer that ran ahead since may be rewriting the slot: then what we read is a later
-     * history, which differs from ours as the peer's does */
-    const sb_hdr_t *e = sb_of(co, j, t);
-    int small = atomic_load_explicit(&e->step, memory_order_acquire) == t;
-    uint64_t chain = atomic_load_explicit(small ? &e->chain : &c->chain[t % SHM_COLL_NSLOTS],
-                                          memory_order_relaxed);
-    return chain == co->chain ? PF_SAME : PF_LIVE_DIFF;
-}
-
-#define FIN_ADVICE "Every rank must make the same collective calls on a communicator, in the " \
-                   "same order, with the same count, dtype, op and root"
-
-/* Appends ", j" (or "j" first) to a list of ranks. */
-static void list_add(char *b, size_t len, int j)
-{
-    size_t used = strlen(b);
-    if (used >= 3 && !strcmp(b + used - 3, "...")) return;   /* full */
-    if (used + 16 < len) snprintf(b + used, len - used, "%s%d", used ? ", " : "", j);
-    else snprintf(b + used, len - used, ", ...");
-}
-
-cohort_status_t shm_coll_finish(shm_coll_t *co, uint64_t deadline, int *waiting_on)
-{
-    *waiting_on = -1;
-    if (!co->fin_pub) fin_publish(co);
-    if (co->broken || co->active || co->n < 2) return COHORT_SUCCESS;
-    int late = shm_now_ns() >= deadline;
-    int kind[PF_KINDS] = { 0 }, first[PF_KINDS];   /* per PF_*: how many peers, the first */
-    char diffs[256] = "", waits[256] = "", gone[256] = "";
-    for (int k = 0; k < PF_KINDS; k++) first[k] = -1;
-    for (int j = 0; j < co->n; j++) {
-        if (j == co->rank) continue;
-        int k = fin_peer(co, j);
-        if (k == PF_WAIT || k == PF_LIVE_DIFF || k == PF_AHEAD) {
-            /* no fin yet: wait for it (LIVE_DIFF, AHEAD: for the peer to describe its calls)
-             * while the peer is there and the deadline is not past. One that left is looked at
-             * once more: what it published before it closed or exited counts. */
-            if (co->hooks.peer_check(co->hooks.ep, j, 0) == COHORT_SUCCESS) {
-                if (!late) {
-                    *waiting_on = j;
-                    return COHORT_IN_PROGRESS;
-                }
-            } else {
-                k = fin_peer(co, j);
-                if (k == PF_WAIT) k = PF_GONE;
-            }
-        }
-        if (!kind[k]++) first[k] = j;
-        if (k == PF_DIFF || k == PF_LIVE_DIFF || k == PF_AHEAD) list_add(diffs, sizeof diffs, j);
-        else if (k == PF_WAIT) list_add(waits, sizeof waits, j);
-        else if (k == PF_GONE) list_add(gone, sizeof gone, j);
-    }
-    char me[160];
-    fin_call_t mine = my_last(co);
-    describe_call(&mine, me, sizeof me);
-    double waited = (double)(shm_now_ns() - co->fin_t0) * 1e-9;
-    if (kind[PF_WAIT])
-        co->host->log(COHORT_LOG_INFO, "shm", "shm: rank %d at close: rank(s) %s had not reached "
-                      "this rank's last node collective (%s) nor closed within %.1f s: not "
-                      "compared with them (a rank compares with those that closed before it "
-                      "when it closes)", co->rank, waits, me, waited);
-    if (kind[PF_GONE])
-        co->host->log(COHORT_LOG_INFO, "shm", "shm: rank %d at close: rank(s) %s left (closed, "
-                      "failed or exited) before reaching this rank's last node collective (%s): "
-                      "not compared with them", co->rank, gone, me);
-    if (!kind[PF_DIFF] && !kind[PF_LIVE_DIFF] && !kind[PF_AHEAD]) return COHORT_SUCCESS;
-
-    /* One peer described (one with a fin if any: it names its last call), every one listed. */
-    int d = kind[PF_DIFF] ? first[PF_DIFF] : kind[PF_LIVE_DIFF] ? first[PF_LIVE_DIFF]
-                                                                 : first[PF_AHEAD];
-    const rank_ctl_t *c = &co->ctl[d];
-    char what[600], also[300] = "";
-    int same_calls = 1;   /* the cause: a broadcast's roots, counts or dtypes (else: calls that
-                             some ranks made and others did not) */
-    if (kind[PF_DIFF] + kind[PF_LIVE_DIFF] + kind[PF_AHEAD] > 1)
-        snprintf(also, sizeof also, " (all that differ: rank(s) %s)", diffs);
-    if (kind[PF_DIFF]) {
-        fin_call_t theirs = { c->fin_coll, c->fin_dtype, c->fin_op, c->fin_seq, c->fin_root,
-                              c->fin_count };
-        char them[160], diff[200], how[240] = "";
-        describe_call(&theirs, them, sizeof them);
-        call_differences(&mine, &theirs, diff, sizeof diff);
-        if (theirs.seq != mine.seq || theirs.coll != mine.coll)
-            same_calls = 0;
-        else if (diff[0])
-            snprintf(how, sizeof how, "; they differ in %s", diff);
-        else
-            snprintf(how, sizeof how, ": the same call, so an earlier broadcast differed");
-        snprintf(what, sizeof what, "This rank's last was %s, rank %d's %s%s", me, d, them, how);
-    } else if (kind[PF_LIVE_DIFF]) {
-        snprintf(what, sizeof what, "Rank %d has reached this rank's last step, %s, with another "
-                 "history (it had not closed within %.1f s to name its own calls)", d, me,
-                 waited);
-    } else {
-        same_calls = 0;
-        snprintf(what, sizeof what, "Rank %d started collectives after this rank's last, %s (it "
-                 "had not closed within %.1f s to name them)", d, me, waited);
-    }
-    if (same_calls)
-        return co->host->error(COHORT_ERR_MISMATCH, "shm: rank %d at close: its node collectives "
-                               "differ from those of rank %d%s: a broadcast of at most %zu bytes "
-                               "had another root, count or dtype on some ranks; its root does "
-                               "not wait, so this shows only at destroy. %s. %s", co->rank, d,
-                               also, co->sb_max, what, FIN_ADVICE);
-    return co->host->error(COHORT_ERR_MISMATCH, "shm: rank %d at close: its node collectives "
-                           "differ from those of rank %d%s: some ranks called collectives that "
-                           "others did not (a broadcast of at most %zu bytes returns on its root "
-                           "without waiting for the others, so this shows only at destroy). "
-                           "%s. %s", co->rank, d, also, co->sb_max, what, FIN_ADVICE);
-}
