@@ -158,6 +158,17 @@ double ux_now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+void ux_wait_req(ux_ep_t *ep, void *p, double until)
+{
+    while (ucp_request_check_status(p) == UCS_INPROGRESS && ux_now_s() < until) {
+        if (ucp_worker_progress(ep->worker)) continue;
+        if (ucp_worker_arm(ep->worker) == UCS_OK) {
+            struct pollfd pf = { ep->efd, POLLIN, 0 };
+            (void)poll(&pf, 1, 1);
+        }
+    }
+}
+
 void ux_ep_work(ux_ep_t *ep)
 {
     /* A connection ended (ux_conn_lost below): first take what else has arrived; the peer's last
@@ -428,14 +439,7 @@ static void worker_settle(ux_ep_t *ep)
     memset(&prm, 0, sizeof prm);
     ucs_status_ptr_t p = ucp_worker_flush_nbx(ep->worker, &prm);
     if (!UCS_PTR_IS_PTR(p)) return;
-    double until = ux_now_s() + UX_CLOSE_FLUSH_S;
-    while (ucp_request_check_status(p) == UCS_INPROGRESS && ux_now_s() < until) {
-        if (ucp_worker_progress(ep->worker)) continue;
-        if (ucp_worker_arm(ep->worker) == UCS_OK) {
-            struct pollfd pf = { ep->efd, POLLIN, 0 };
-            (void)poll(&pf, 1, 1);
-        }
-    }
+    ux_wait_req(ep, p, ux_now_s() + UX_CLOSE_FLUSH_S);
     if (ucp_request_check_status(p) == UCS_INPROGRESS) ucp_request_cancel(ep->worker, p);
     ucp_request_free(p);
 }

@@ -19,7 +19,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -596,13 +595,7 @@ static void flush_for_close(ux_conn_t *c)
     memset(&prm, 0, sizeof prm);
     ucs_status_ptr_t p = ucp_ep_flush_nbx(c->uep, &prm);
     if (!UCS_PTR_IS_PTR(p)) return;   /* flushed at once, or refused (the ucp_ep has failed) */
-    while (ucp_request_check_status(p) == UCS_INPROGRESS && ux_now_s() < ep->close_by) {
-        if (ucp_worker_progress(ep->worker)) continue;
-        if (ucp_worker_arm(ep->worker) == UCS_OK) {
-            struct pollfd pf = { ep->efd, POLLIN, 0 };
-            (void)poll(&pf, 1, 1);
-        }
-    }
+    ux_wait_req(ep, p, ep->close_by);
     ucp_request_free(p);   /* if still in flight, UCX ends it with the forced close */
     ep->signalled = 0;     /* ucp_worker_arm took the fd's events: the core must look again */
     ux_ep_signal(ep);

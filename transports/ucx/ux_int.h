@@ -210,6 +210,10 @@ cohort_status_t ux_status(ucs_status_t s);
 const char *ux_status_words(cohort_status_t st);
 void ux_ep_signal(ux_ep_t *ep);
 double ux_now_s(void);
+/* Progresses the worker until UCX request p is no longer in progress or the monotonic clock
+ * passes until (ux_now_s), sleeping on the worker's fd (1 ms at a time) when there is nothing
+ * to do. p stays the caller's to free. */
+void ux_wait_req(ux_ep_t *ep, void *p, double until);
 void ux_ep_work(ux_ep_t *ep);
 int ux_worker_progress(ux_ep_t *ep);
 cohort_status_t ux_progress(cohort_tp_ep_t epv);
