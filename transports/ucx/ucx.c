@@ -63,6 +63,7 @@
 
 #include "ux_int.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -400,6 +401,7 @@ static cohort_status_t ux_finalize(cohort_tp_ctx_t ctxv)
     ux_ctx_t *ctx = (ux_ctx_t *)ctxv;
     if (!ctx) return COHORT_SUCCESS;
     while (ctx->eps) ux_ep_close(ctx->eps);
+    if (ctx->nabandoned) return COHORT_SUCCESS;   /* their workers need ctx->ucp (ep_abandon) */
     ucp_cleanup(ctx->ucp);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx);
@@ -444,8 +446,38 @@ static void worker_settle(ux_ep_t *ep)
     ucp_request_free(p);
 }
 
+/* Endpoints whose close was not clean (ux_judge_close): their worker is neither progressed nor
+ * destroyed, and what UCX may still hold of theirs (requests, receive slots, the ucp_eps) stays
+ * as it is, reachable from here, until the process exits. The plugin pins itself in memory:
+ * unloading UCX under a live worker would pull the code from under UCX's async thread. */
+static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
+static ux_ep_t *abandoned;
+
+static void ep_abandon(ux_ep_t *ep)
+{
+    static int pinned;
+    pthread_mutex_lock(&abandoned_lock);
+    ep->next = abandoned;
+    ep->prev = NULL;
+    abandoned = ep;
+    ep->ctx->nabandoned++;
+    if (!pinned) {
+        Dl_info di;
+        if (dladdr(&abandoned, &di) && di.dli_fname &&
+            dlopen(di.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE))
+            pinned = 1;
+    }
+    pthread_mutex_unlock(&abandoned_lock);
+    ep->host->log(COHORT_LOG_INFO, SUBSYS, "ucx: rank %d: communicator %016llx did not end "
+                  "cleanly (%s): its UCX worker is left untouched until the process exits, "
+                  "since UCX 1.13 may abort the process when it progresses or destroys a worker "
+                  "after a peer left during UCX's connection set-up", ep->rank,
+                  (unsigned long long)ep->comm_id, ep->unclean);
+}
+
 static void ep_destroy(ux_ep_t *ep)
 {
+    ux_judge_close(ep);
     while (ep->conns) ux_conn_destroy(ep->conns);
     if (ep->hrx.req) {
         void *u = ep->hrx.req;
@@ -456,6 +488,10 @@ static void ep_destroy(ux_ep_t *ep)
         void *u = ep->brx.req;
         ep->brx.req = NULL;
         ucp_request_cancel(ep->worker, u);
+    }
+    if (ep->unclean) {
+        ep_abandon(ep);
+        return;
     }
     if (ep->worker) {
         /* Let the closes and cancels deliver their callbacks (bounded: no waiting). */

@@ -175,7 +175,7 @@ void ux_conn_destroy(ux_conn_t *c)
         if (!is_send) ucp_request_cancel(ep->worker, u);
     }
     c->all = NULL;
-    ux_conn_close_uep(c);   /* sends: their callbacks come with the close */
+    if (!ep->unclean) ux_conn_close_uep(c);   /* sends: their callbacks come with the close */
     if (c->prev) c->prev->next = c->next;
     else ep->conns = c->next;
     if (c->next) c->next->prev = c->prev;
@@ -615,6 +615,30 @@ static int user_send_in_flight(const ux_ep_t *ep)
     return 0;
 }
 
+/* Whether the communicator ends cleanly, judged at each conn_close and at ep_close before
+ * anything there progresses the worker (once unclean, it stays so). Not clean: a connection
+ * failed, never became ready or ended without the peer's bye, a message is unfinished (a
+ * collective failed on its way), a send of the caller's memory is still in UCX's hands, or a
+ * peer's hello was never accepted. A peer may then have exited with its UCX wire-up towards
+ * us unfinished, and Debian's UCX 1.13 aborts the
+ * process (ucp_request.c:684, "got REP message") when such a worker purges the wireup reply it
+ * queued for that peer: on the failed connect that progress reports, or in
+ * ucp_worker_destroy (upstream dropped the assertion in 1.14, openucx/ucx#8175). Such a
+ * worker is left as it is (ep_abandon in ucx.c); docs/plugins.md has the measurements. */
+void ux_judge_close(ux_ep_t *ep)
+{
+    if (ep->unclean) return;
+    if (ep->early) ep->unclean = "a peer's hello was never accepted";
+    else if (user_send_in_flight(ep)) ep->unclean = "a send is still in UCX's hands";
+    for (const ux_conn_t *c = ep->conns; c && !ep->unclean; c = c->next) {
+        if (c->state != C_READY) ep->unclean = "a connection failed or never became ready";
+        else if (c->lost && !c->peer_closed) ep->unclean = "a peer left without closing";
+        for (const ux_req_t *r = c->all; r && !ep->unclean; r = r->anext)
+            if ((r->kind == K_DATA || r->kind == K_CHUNK) && !r->done)
+                ep->unclean = "a message is unfinished";
+    }
+}
+
 /* conn_close of a working connection: the bye, then the flush above; ux_conn_destroy then closes
  * the ucp_ep (ux_conn_close_uep) after pointing receives UCX has matched at scratch buffers, since
  * the caller may free its own once conn_close returns. No flush while a send of the caller's
@@ -821,7 +845,8 @@ cohort_status_t ux_conn_close(cohort_tp_conn_t connv)
 {
     ux_conn_t *c = (ux_conn_t *)connv;
     if (!c) return COHORT_SUCCESS;
-    send_bye_and_close(c);
+    ux_judge_close(c->ep);
+    if (!c->ep->unclean) send_bye_and_close(c);
     ux_conn_destroy(c);
     return COHORT_SUCCESS;
 }

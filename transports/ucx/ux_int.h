@@ -73,6 +73,7 @@ typedef struct ux_ctx {
     pthread_mutex_t lock;         /* guards eps (communicators may live on threads) */
     char tls[160];                /* the transports UCX selected, for logs */
     struct ux_ep *eps;
+    int nabandoned;               /* workers kept to the end of the process (ep_abandon) */
 } ux_ctx_t;
 
 enum { K_DATA = 0, K_HELLO, K_ACK_SEND, K_ACK_RECV, K_BYE, K_HDR, K_CHUNK };
@@ -202,6 +203,8 @@ typedef struct ux_ep {
     int npool;                    /* idle receive slots (UX_CHUNK bytes, mapped) */
     void *pool[UX_POOL];
     ucp_mem_h pool_mh[UX_POOL];
+    const char *unclean;          /* NULL, or why this endpoint's close is not clean
+                                   * (ux_judge_close): its worker is not touched again */
 } ux_ep_t;
 
 /* ---- ucx.c: helpers, the endpoint's work, progress --------------------------------------- */
@@ -243,6 +246,7 @@ cohort_status_t ux_test(cohort_tp_req_t reqv, size_t *nbytes);
 /* ---- ux_conn.c: connections -------------------------------------------------------------- */
 
 void ux_conn_close_uep(ux_conn_t *c);
+void ux_judge_close(ux_ep_t *ep);
 void ux_conn_fail(ux_conn_t *c, cohort_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void ux_conn_ucx_error(ux_conn_t *c, ux_req_t *m, cohort_status_t st, const char *fmt, ...)
