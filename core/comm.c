@@ -1128,6 +1128,17 @@ cohort_status_t cohort_comm_abort(cohort_comm_t *comm)
     return COHORT_SUCCESS;
 }
 
+/* Whether every rank of the job was told that comm failed (st: what destroy itself found): a
+ * failure of these kinds goes to the job's control channel (cohort_jobctl_failure), when the
+ * process has joined one. Then no rank waits for this one's closing words (ep_failed). */
+static int failed_job_wide(cohort_comm_t *comm, cohort_status_t st)
+{
+    cohort_status_t f = comm->broken ? comm->broken : st;
+    int r;
+    return (f == COHORT_ERR_MISMATCH || f == COHORT_ERR_PEER_LOST || f == COHORT_ERR_TIMEOUT ||
+            f == COHORT_ERR_TRANSPORT) && comm->world_of && cohort_jobctl_joined(&r);
+}
+
 cohort_status_t cohort_comm_destroy(cohort_comm_t *comm)
 {
     if (!comm) return COHORT_SUCCESS;
@@ -1155,6 +1166,7 @@ cohort_status_t cohort_comm_destroy(cohort_comm_t *comm)
      * still reported, and told to the job, whose other ranks may be waiting in it. */
     st = cohort_p2p_token_finish(comm, DESTROY_CONFIRM_MS);
     if (st) cohort_jobctl_failure(comm, st, -1);
+    int job_failed = failed_job_wide(comm, st);
     if (comm->owns_ctl) cohort_jobctl_detach();
     /* A plugin that runs collectives itself may compare what the ranks ran when the endpoint
      * closes, waiting a bounded time for the others (shm: its node collectives, where a small
@@ -1164,6 +1176,14 @@ cohort_status_t cohort_comm_destroy(cohort_comm_t *comm)
     int level = cohort_error_log_level(COHORT_LOG_INFO);
     cohort_status_t cst = COHORT_SUCCESS;
     char why[1536] = "";
+    if (job_failed) {
+        for (int i = 0; comm->eps && i < comm->nplugins; i++) {
+            const cohort_transport_v1_t *ops = comm->plugins[i]->ops;
+            if (comm->eps[i] && (ops->abi_version & 0xffffu) >= 4 &&
+                COHORT_HAS_FIELD(ops, cohort_transport_v1_t, ep_failed) && ops->ep_failed)
+                ops->ep_failed(comm->eps[i]);
+        }
+    }
     for (int p = 0; comm->peers && p < comm->nranks; p++) {
         cohort_peer_t *peer = &comm->peers[p];
         if (peer->conn && peer->plugin >= 0)

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define COHORT_PLUGIN_ABI_MAJOR 1
-#define COHORT_PLUGIN_ABI_MINOR 3
+#define COHORT_PLUGIN_ABI_MINOR 4
 #define COHORT_PLUGIN_ABI_VERSION ((uint32_t)((COHORT_PLUGIN_ABI_MAJOR << 16) | COHORT_PLUGIN_ABI_MINOR))
 #define COHORT_PLUGIN_SYMBOL "cohort_transport_v1"
 #define COHORT_ADDR_MAX 512   /* largest endpoint address blob a plugin may publish */
@@ -259,6 +259,13 @@ typedef struct cohort_transport_v1 {
     /* Optional collective table (NULL when the plugin offers none; read by the core only from
      * plugins of ABI 1.1 and later, see above). */
     const cohort_transport_coll_v1_t *coll;
+
+    /* Optional (ABI 1.4; NULL: not offered): called before the conn_closes and the ep_close of
+     * a communicator whose failure every rank of the job was told of (a mismatch, a lost peer,
+     * a timeout, through the job's control channel): the other ranks do not wait for this
+     * one's closing words, so the plugin may close without them (no goodbyes, no flushes).
+     * conn_close and ep_close follow as always; never called otherwise. */
+    void (*ep_failed)(cohort_tp_ep_t ep);
 } cohort_transport_v1_t;
 
 /* Smallest size the core accepts for each struct (the 1.0 layout). */

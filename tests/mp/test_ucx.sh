@@ -9,7 +9,7 @@
 # peers as "Endpoint timeout" (it once failed a barrier at np 3): ucx-conformance's case,
 # deterministic, and collseq at np 3 with UCX_TLS=tcp UCX_NET_DEVICES=lo, whose 8 communicators
 # each end in a barrier right before their destruction; a worker is kept, never destroyed, only
-# after a communicator that did not end cleanly. (Peer loss over ucx: test_faults.sh.)
+# after a failure every rank was told of. (Peer loss over ucx: test_faults.sh.)
 # Skipped (exit 77) when libcohort-ucx.so was not built.
 . "$top_srcdir/tests/mp/lib.sh"
 if [ ! -e "$top_builddir/.libs/libcohort-ucx.so" ]; then
@@ -58,16 +58,16 @@ run_case "the INFO log names UCX's transport per peer: tcp/lo, or shared memory"
     out=$(COHORT_TRANSPORTS=ucx UCX_TLS=posix,sysv,cma,self COHORT_DEBUG=INFO COHORT_DEBUG_SUBSYS=net "$0" -np 2 "$1" 2>&1) || { echo "$out"; exit 1; }
     echo "$out" | grep -Eq "ucx: rank 1 reaches rank 0 through (posix|sysv)/memory" || { echo "$out"; exit 1; }' \
     "$COHORTRUN" "$AR"
-# A communicator that did not end cleanly keeps its worker (docs/plugins.md): never after a
-# clean end (collseq: 8 communicators), on every rank after a disagreement (3 ranks, each the
-# root of its own 4 MiB broadcast: rendezvous sends in flight).
-run_case "a worker is kept only when its communicator did not end cleanly, with the reason" sh -c '
+# A communicator whose failure every rank was told of keeps its worker (ep_failed,
+# docs/plugins.md): never after a clean end (collseq: 8 communicators), on every rank after a
+# disagreement (3 ranks, each the root of its own 4 MiB broadcast: rendezvous sends in flight).
+run_case "a worker is kept only after a failure told to every rank, and the log says so" sh -c '
     out=$(COHORT_TRANSPORTS=ucx UCX_TLS=tcp COHORT_DEBUG=INFO COHORT_DEBUG_SUBSYS=net "$0" -np 3 "$1" 8 2>&1) || { echo "$out"; exit 1; }
-    if echo "$out" | grep "did not end cleanly"; then exit 1; fi
+    if echo "$out" | grep "left untouched"; then exit 1; fi
     d=$(mktemp -d); trap "rm -rf $d" EXIT
     out=$(COHORT_TIMEOUT=60 CTL_SYNC_DIR=$d COHORT_TRANSPORTS=ucx UCX_TLS=tcp COHORT_DEBUG=INFO COHORT_DEBUG_SUBSYS=net "$0" -np 3 "$2" disagree bcast-big 2>&1) || { echo "$out"; exit 1; }
-    n=$(echo "$out" | grep -c "ucx: rank [0-2]: communicator [0-9a-f]* did not end cleanly (.*): its UCX worker is left untouched")
-    [ "$n" -ge 3 ] || { echo "$out"; echo "kept workers: $n"; exit 1; }' \
+    n=$(echo "$out" | grep -c "ucx: rank [0-2]: communicator [0-9a-f]* failed on every rank: its UCX worker is left untouched")
+    [ "$n" -eq 3 ] || { echo "$out"; echo "kept workers: $n"; exit 1; }' \
     "$COHORTRUN" "$CS" "$top_builddir/tests/mp/ctlcheck"
 run_case "COHORT_SOCKET_IFNAME=lo becomes NET_DEVICES=lo; UCX_NET_DEVICES set by the user wins" sh -c '
     out=$(COHORT_TRANSPORTS=ucx UCX_TLS=tcp COHORT_SOCKET_IFNAME=lo COHORT_DEBUG=INFO COHORT_DEBUG_SUBSYS=net "$0" -np 2 "$1" 2>&1) || { echo "$out"; exit 1; }

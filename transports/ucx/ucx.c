@@ -446,12 +446,23 @@ static void worker_settle(ux_ep_t *ep)
     ucp_request_free(p);
 }
 
-/* Endpoints whose close was not clean (ux_judge_close): their worker is neither progressed nor
- * destroyed, and what UCX may still hold of theirs (requests, receive slots, the ucp_eps) stays
- * as it is, reachable from here, until the process exits. The plugin pins itself in memory:
- * unloading UCX under a live worker would pull the code from under UCX's async thread. */
+/* ep_failed (ABI 1.4): the communicator failed and every rank of the job was told; none waits
+ * for this one's bye. Its worker is then neither progressed nor destroyed again: no bye, no
+ * flush, no close of its ucp_eps, no ucp_worker_destroy. A peer whose collective failed first
+ * may have started UCX's wire-up towards this rank and exited before this rank's reply left;
+ * Debian's UCX 1.13 then aborts the process (ucp_request.c:684, "got REP message") when it
+ * purges that reply: on the refused connect that the next progress reports, or in
+ * ucp_worker_destroy (upstream dropped the assertion in 1.14, openucx/ucx#8175).
+ * docs/plugins.md has the measurements. Such endpoints stay here, reachable, with what UCX may
+ * still hold of theirs (requests, receive slots) until the process exits; the plugin pins
+ * itself in memory, since unloading UCX would pull the code from under UCX's async thread. */
 static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
 static ux_ep_t *abandoned;
+
+static void ux_ep_failed(cohort_tp_ep_t epv)
+{
+    if (epv) ((ux_ep_t *)epv)->job_failed = 1;
+}
 
 static void ep_abandon(ux_ep_t *ep)
 {
@@ -468,16 +479,15 @@ static void ep_abandon(ux_ep_t *ep)
             pinned = 1;
     }
     pthread_mutex_unlock(&abandoned_lock);
-    ep->host->log(COHORT_LOG_INFO, SUBSYS, "ucx: rank %d: communicator %016llx did not end "
-                  "cleanly (%s): its UCX worker is left untouched until the process exits, "
-                  "since UCX 1.13 may abort the process when it progresses or destroys a worker "
-                  "after a peer left during UCX's connection set-up", ep->rank,
-                  (unsigned long long)ep->comm_id, ep->unclean);
+    ep->host->log(COHORT_LOG_INFO, SUBSYS, "ucx: rank %d: communicator %016llx failed on every "
+                  "rank: its UCX worker is left untouched until the process exits, since UCX "
+                  "1.13 may abort the process when it progresses or destroys a worker after a "
+                  "peer left during UCX's connection set-up", ep->rank,
+                  (unsigned long long)ep->comm_id);
 }
 
 static void ep_destroy(ux_ep_t *ep)
 {
-    ux_judge_close(ep);
     while (ep->conns) ux_conn_destroy(ep->conns);
     if (ep->hrx.req) {
         void *u = ep->hrx.req;
@@ -489,7 +499,7 @@ static void ep_destroy(ux_ep_t *ep)
         ep->brx.req = NULL;
         ucp_request_cancel(ep->worker, u);
     }
-    if (ep->unclean) {
+    if (ep->job_failed) {
         ep_abandon(ep);
         return;
     }
@@ -697,4 +707,5 @@ const cohort_transport_v1_t cohort_transport_v1 = {
     .progress = ux_progress,
     .ep_fd = ux_ep_fd,
     .coll = NULL,
+    .ep_failed = ux_ep_failed,
 };

@@ -11,7 +11,9 @@
 #define _GNU_SOURCE 1
 #endif
 #include <cohort/plugin.h>
+#include "transports/common/kit_auth.h"
 #include "transports/common/kit_bytes.h"
+#include "transports/common/kit_fail.h"
 
 #include <ucp/api/ucp.h>
 
@@ -26,12 +28,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static int ct_equal(const unsigned char *a, const unsigned char *b, size_t n)
-{
-    unsigned char d = 0;
-    for (size_t i = 0; i < n; i++) d |= (unsigned char)(a[i] ^ b[i]);
-    return d == 0;
-}
 
 /* ---- connections ------------------------------------------------------------------------- */
 
@@ -56,12 +52,11 @@ void ux_conn_fail(ux_conn_t *c, cohort_status_t st, const char *fmt, ...)
     if (c->state == C_FAILED) return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
+    kit_fail_note(c->ep->host, SUBSYS, c->errmsg, sizeof c->errmsg, fmt, ap);
     va_end(ap);
     c->state = C_FAILED;
     c->err = st;
     ux_ep_t *ep = c->ep;
-    ep->host->log(COHORT_LOG_INFO, SUBSYS, "%s", c->errmsg);
     c->def_h = c->def_t = NULL;
     for (ux_req_t *r = c->all; r; r = r->anext)
         if (!r->done) ux_req_finish(r, st);
@@ -175,7 +170,8 @@ void ux_conn_destroy(ux_conn_t *c)
         if (!is_send) ucp_request_cancel(ep->worker, u);
     }
     c->all = NULL;
-    if (!ep->unclean) ux_conn_close_uep(c);   /* sends: their callbacks come with the close */
+    /* sends: their callbacks come with the close (none after ep_failed: ep_abandon in ucx.c) */
+    if (!ep->job_failed) ux_conn_close_uep(c);
     if (c->prev) c->prev->next = c->next;
     else ep->conns = c->next;
     if (c->next) c->next->prev = c->prev;
@@ -365,8 +361,8 @@ void ux_hello_arrived(ux_ep_t *ep)
         return;
     }
     host->auth(b, n - UX_MAC_LEN, mac);
-    if (!ct_equal(mac, b + n - UX_MAC_LEN, UX_MAC_LEN) ||
-        !ct_equal(b + 24, ep->job_hash, UX_MAC_LEN)) {
+    if (!kit_ct_equal(mac, b + n - UX_MAC_LEN, UX_MAC_LEN) ||
+        !kit_ct_equal(b + 24, ep->job_hash, UX_MAC_LEN)) {
         host->log(COHORT_LOG_WARN, SUBSYS, "ucx: rank %d refused a connection hello claiming to "
                   "be rank %d: its authentication does not match this job (another job, or a "
                   "forged connection)", ep->rank, src);
@@ -470,7 +466,7 @@ void ux_ack_arrived(ux_conn_t *c)
         else if (n != UX_ACK_SIZE || kit_get_le32(a) != UX_ACK_MAGIC ||
                  kit_get_le32(a + 4) != (uint32_t)c->peer || kit_get_le32(a + 8) != (uint32_t)ep->rank ||
                  kit_get_le64(a + 12) != ep->comm_id ||
-                 !ct_equal(mac, a + UX_ACK_SIZE - UX_MAC_LEN, UX_MAC_LEN))
+                 !kit_ct_equal(mac, a + UX_ACK_SIZE - UX_MAC_LEN, UX_MAC_LEN))
             ux_conn_fail(c, COHORT_ERR_TRANSPORT, "ucx: rank %d connecting to rank %d: its answer "
                          "(%zu bytes) is not a valid acknowledgement of this job and "
                          "communicator (different COHORT_JOB_ID/COHORT_SECRET, or another cohort "
@@ -527,7 +523,7 @@ void ux_bye_arrived(ux_ep_t *ep)
     int src = (int)kit_get_le32(b + 4);
     if (ep->brx.len != UX_BYE_SIZE || kit_get_le32(b) != UX_BYE_MAGIC ||
         kit_get_le32(b + 8) != (uint32_t)ep->rank || kit_get_le64(b + 12) != ep->comm_id ||
-        !ct_equal(mac, b + UX_BYE_SIZE - UX_MAC_LEN, UX_MAC_LEN)) {
+        !kit_ct_equal(mac, b + UX_BYE_SIZE - UX_MAC_LEN, UX_MAC_LEN)) {
         ep->host->log(COHORT_LOG_WARN, SUBSYS, "ucx: rank %d refused a closing notice (%zu "
                       "bytes) that is not from a peer of this communicator", ep->rank,
                       ep->brx.len);
@@ -615,30 +611,6 @@ static int user_send_in_flight(const ux_ep_t *ep)
     return 0;
 }
 
-/* Whether the communicator ends cleanly, judged at each conn_close and at ep_close before
- * anything there progresses the worker (once unclean, it stays so). Not clean: a connection
- * failed, never became ready or ended without the peer's bye, a message is unfinished (a
- * collective failed on its way), a send of the caller's memory is still in UCX's hands, or a
- * peer's hello was never accepted. A peer may then have exited with its UCX wire-up towards
- * us unfinished, and Debian's UCX 1.13 aborts the
- * process (ucp_request.c:684, "got REP message") when such a worker purges the wireup reply it
- * queued for that peer: on the failed connect that progress reports, or in
- * ucp_worker_destroy (upstream dropped the assertion in 1.14, openucx/ucx#8175). Such a
- * worker is left as it is (ep_abandon in ucx.c); docs/plugins.md has the measurements. */
-void ux_judge_close(ux_ep_t *ep)
-{
-    if (ep->unclean) return;
-    if (ep->early) ep->unclean = "a peer's hello was never accepted";
-    else if (user_send_in_flight(ep)) ep->unclean = "a send is still in UCX's hands";
-    for (const ux_conn_t *c = ep->conns; c && !ep->unclean; c = c->next) {
-        if (c->state != C_READY) ep->unclean = "a connection failed or never became ready";
-        else if (c->lost && !c->peer_closed) ep->unclean = "a peer left without closing";
-        for (const ux_req_t *r = c->all; r && !ep->unclean; r = r->anext)
-            if ((r->kind == K_DATA || r->kind == K_CHUNK) && !r->done)
-                ep->unclean = "a message is unfinished";
-    }
-}
-
 /* conn_close of a working connection: the bye, then the flush above; ux_conn_destroy then closes
  * the ucp_ep (ux_conn_close_uep) after pointing receives UCX has matched at scratch buffers, since
  * the caller may free its own once conn_close returns. No flush while a send of the caller's
@@ -708,7 +680,7 @@ static int blob_check(const ux_ep_t *ep, int peer, const void *blob, size_t len,
                  "cohort version", peer, len);
         return -1;
     }
-    if (!ct_equal(b + 24, ep->job_hash, UX_MAC_LEN)) {
+    if (!kit_ct_equal(b + 24, ep->job_hash, UX_MAC_LEN)) {
         snprintf(why, wl, "the address of rank %d belongs to another job (different "
                  "COHORT_JOB_ID or COHORT_SECRET)", peer);
         return -1;
@@ -845,8 +817,7 @@ cohort_status_t ux_conn_close(cohort_tp_conn_t connv)
 {
     ux_conn_t *c = (ux_conn_t *)connv;
     if (!c) return COHORT_SUCCESS;
-    ux_judge_close(c->ep);
-    if (!c->ep->unclean) send_bye_and_close(c);
+    if (!c->ep->job_failed) send_bye_and_close(c);
     ux_conn_destroy(c);
     return COHORT_SUCCESS;
 }

@@ -12,6 +12,7 @@
 #endif
 #include <cohort/plugin.h>
 #include "transports/common/kit_bytes.h"
+#include "transports/common/kit_fail.h"
 
 #include <ucp/api/ucp.h>
 
@@ -133,13 +134,10 @@ void ux_req_finish(ux_req_t *r, cohort_status_t st)
 void ux_req_fail_msg(ux_req_t *r, cohort_status_t st, const char *fmt, ...)
 {
     if (r->done) return;
-    char buf[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    kit_msg_set(&r->errmsg, fmt, ap);
     va_end(ap);
-    free(r->errmsg);
-    r->errmsg = strdup(buf);
     ux_req_finish(r, st);
 }
 
@@ -619,12 +617,8 @@ cohort_status_t ux_test(cohort_tp_req_t reqv, size_t *nbytes)
         }
     }
     if (!r->done) return COHORT_IN_PROGRESS;
-    cohort_status_t st = r->status;
-    if (st == COHORT_SUCCESS) {
-        if (nbytes) *nbytes = r->nbytes;
-    } else {
-        ep->host->error(st, "%s", r->errmsg ? r->errmsg : c->errmsg);
-    }
+    cohort_status_t st = kit_req_outcome(ep->host, r->status, r->nbytes, nbytes, r->errmsg,
+                                         c->errmsg);
     r->released = 1;
     ux_req_maybe_free(r);
     return st;

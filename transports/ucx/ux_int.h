@@ -203,8 +203,8 @@ typedef struct ux_ep {
     int npool;                    /* idle receive slots (UX_CHUNK bytes, mapped) */
     void *pool[UX_POOL];
     ucp_mem_h pool_mh[UX_POOL];
-    const char *unclean;          /* NULL, or why this endpoint's close is not clean
-                                   * (ux_judge_close): its worker is not touched again */
+    int job_failed;               /* ep_failed: the communicator failed on every rank; its
+                                   * worker is not touched again (ep_abandon in ucx.c) */
 } ux_ep_t;
 
 /* ---- ucx.c: helpers, the endpoint's work, progress --------------------------------------- */
@@ -246,7 +246,6 @@ cohort_status_t ux_test(cohort_tp_req_t reqv, size_t *nbytes);
 /* ---- ux_conn.c: connections -------------------------------------------------------------- */
 
 void ux_conn_close_uep(ux_conn_t *c);
-void ux_judge_close(ux_ep_t *ep);
 void ux_conn_fail(ux_conn_t *c, cohort_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void ux_conn_ucx_error(ux_conn_t *c, ux_req_t *m, cohort_status_t st, const char *fmt, ...)

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The plugin kit (transports/common/, see kit_bytes.h): failure messages. A connection that
+ * fails keeps one message (what failed, with which peer, what to try) that every request on
+ * it reports; a request that fails alone keeps its own. Both reach the caller through
+ * host->error when the request is tested (kit_req_outcome), so cohort_last_error names them. */
+#ifndef COHORT_KIT_FAIL_H
+#define COHORT_KIT_FAIL_H
+
+#include <cohort/plugin.h>
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A connection's failure: its message formatted into msg (size bytes) and logged at INFO
+ * (the WARN comes from the core, once, with the collective that failed). */
+static inline void kit_fail_note(const cohort_host_v1_t *host, const char *subsys, char *msg,
+                                 size_t size, const char *fmt, va_list ap)
+{
+    vsnprintf(msg, size, fmt, ap);
+    host->log(COHORT_LOG_INFO, subsys, "%s", msg);
+}
+
+/* A request's own message: *msg (malloc'd, or NULL) replaced by the formatted text. Without
+ * memory for it, *msg stays NULL and the connection's message is reported instead. */
+static inline void kit_msg_set(char **msg, const char *fmt, va_list ap)
+{
+    char buf[512];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    free(*msg);
+    *msg = strdup(buf);
+}
+
+/* What test() returns for a finished request: st; on success *nbytes (if asked) gets got, on
+ * failure host->error records the request's message, or the connection's when it has none. */
+static inline cohort_status_t kit_req_outcome(const cohort_host_v1_t *host, cohort_status_t st,
+                                              size_t got, size_t *nbytes, const char *req_msg,
+                                              const char *conn_msg)
+{
+    if (st == COHORT_SUCCESS) {
+        if (nbytes) *nbytes = got;
+        return st;
+    }
+    return host->error(st, "%s", req_msg ? req_msg : conn_msg);
+}
+
+#endif /* COHORT_KIT_FAIL_H */
