@@ -72,6 +72,7 @@
 #endif
 #include <cohort/plugin.h>
 #include "transports/common/kit_bytes.h"
+#include "transports/common/kit_fail.h"
 
 #include "shm_int.h"
 
@@ -572,12 +573,8 @@ static cohort_status_t shm_test(cohort_tp_req_t reqv, size_t *nbytes)
         shm_ep_after(ep, ev0);
     }
     if (!r->done) return COHORT_IN_PROGRESS;
-    cohort_status_t st = r->status;
-    if (st == COHORT_SUCCESS) {
-        if (nbytes) *nbytes = r->nbytes;
-    } else {
-        c->ep->host->error(st, "%s", r->errmsg ? r->errmsg : c->errmsg);
-    }
+    cohort_status_t st = kit_req_outcome(c->ep->host, r->status, r->nbytes, nbytes, r->errmsg,
+                                         c->errmsg);
     shm_req_unlink_all(r);
     return st;
 }

@@ -9,7 +9,9 @@
 #define _GNU_SOURCE 1
 #endif
 #include <cohort/plugin.h>
+#include "transports/common/kit_auth.h"
 #include "transports/common/kit_bytes.h"
+#include "transports/common/kit_fail.h"
 
 #include "shm_int.h"
 
@@ -30,12 +32,6 @@
 
 /* ---- small helpers ----------------------------------------------------------------------- */
 
-static int ct_equal(const unsigned char *a, const unsigned char *b, size_t n)
-{
-    unsigned char d = 0;
-    for (size_t i = 0; i < n; i++) d |= (unsigned char)(a[i] ^ b[i]);
-    return d == 0;
-}
 
 uint32_t shm_fnv32(const char *s)
 {
@@ -100,11 +96,10 @@ void shm_conn_fail(shm_conn_t *c, cohort_status_t st, const char *fmt, ...)
     if (c->state == C_FAILED) return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
+    kit_fail_note(c->ep->host, SUBSYS, c->errmsg, sizeof c->errmsg, fmt, ap);
     va_end(ap);
     c->state = C_FAILED;
     c->err = st;
-    c->ep->host->log(COHORT_LOG_INFO, SUBSYS, "%s", c->errmsg);
     /* Tell the peer we gave up, so it does not wait for us. */
     c->ep->nevents++;
     if (c->ctl) {
@@ -353,7 +348,7 @@ void shm_connector_step(shm_conn_t *c)
                       (size_t)h->slot_size;
         if (h->version != SHM_LAYOUT_VERSION || h->comm_id != ep->comm_id ||
             h->rank != c->peer || h->pid != c->paddr.pid || h->cell_size != SHM_CELL_SIZE ||
-            (int)h->nranks != ep->nranks || !ct_equal(mac, h->mac, SHM_MAC_LEN) ||
+            (int)h->nranks != ep->nranks || !kit_ct_equal(mac, h->mac, SHM_MAC_LEN) ||
             h->slot_size < (uint64_t)SHM_MIN_SLOT || h->slot_size % SHM_PAGE ||
             h->ncells < 2 || (size_t)stt.st_size < need ||
             2 * dir_bytes(h->ncells) + SHM_PAGE > h->slot_size) {
@@ -474,7 +469,7 @@ void shm_acceptor_step(shm_conn_t *c)
     cseg[sizeof cseg - 1] = 0;
     int pl = snprintf(pfx, sizeof pfx, "/cohort-%08x-%llx-%d-%d-", shm_fnv32(ep->job_id),
                       (unsigned long long)ep->comm_id, c->peer, (int)ctl->conn_pid);
-    if (ctl->conn_rank != c->peer || ctl->conn_pid <= 0 || !ct_equal(mac, ctl->mac, SHM_MAC_LEN) ||
+    if (ctl->conn_rank != c->peer || ctl->conn_pid <= 0 || !kit_ct_equal(mac, ctl->mac, SHM_MAC_LEN) ||
         pl <= 0 || strncmp(cseg, pfx, (size_t)pl) != 0) {
         ep->host->log(COHORT_LOG_WARN, SUBSYS, "shm: rank %d refused a hello in the slot of "
                       "rank %d of segment %s (claims rank %d, pid %d): bad HMAC; another job "

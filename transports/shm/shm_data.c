@@ -9,6 +9,7 @@
 #endif
 #include <cohort/plugin.h>
 #include "transports/common/kit_bytes.h"
+#include "transports/common/kit_fail.h"
 
 #include "shm_int.h"
 
@@ -95,13 +96,10 @@ static void req_fail_msg(shm_req_t *r, cohort_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void req_fail_msg(shm_req_t *r, cohort_status_t st, const char *fmt, ...)
 {
-    char buf[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    kit_msg_set(&r->errmsg, fmt, ap);
     va_end(ap);
-    free(r->errmsg);
-    r->errmsg = strdup(buf);
     shm_req_finish(r, st);
 }
 

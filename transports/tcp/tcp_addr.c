@@ -420,7 +420,7 @@ int tcp_peer_addr_check(const tcp_ep_t *ep, int peer, const void *blob, size_t l
                  tcp_addr_strerror(e));
         return -1;
     }
-    if (!tcp_ct_equal(a->job_hash, ep->job_hash, TCP_MAC_LEN)) {
+    if (!kit_ct_equal(a->job_hash, ep->job_hash, TCP_MAC_LEN)) {
         snprintf(why, wl, "the address of rank %d belongs to another job (different "
                  "COHORT_JOB_ID or COHORT_SECRET)", peer);
         return -1;

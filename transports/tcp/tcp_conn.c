@@ -244,7 +244,7 @@ static int inc_validate(tcp_ep_t *ep, incoming_t *in)
     unsigned char min[TCP_HELLO_MAC_INPUT], mac[TCP_MAC_LEN];
     tcp_hello_mac_input(in->hello, min);
     host->auth(min, sizeof min, mac);
-    if (!tcp_ct_equal(mac, h.mac, TCP_MAC_LEN)) {
+    if (!kit_ct_equal(mac, h.mac, TCP_MAC_LEN)) {
         inc_reject(ep, in, "HMAC does not verify (the peer does not hold this job's secret: "
                    "forged or stray connection, or a different COHORT_SECRET)");
         return 0;

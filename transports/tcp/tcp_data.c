@@ -9,6 +9,7 @@
 #define _GNU_SOURCE 1
 #endif
 #include <cohort/plugin.h>
+#include "transports/common/kit_fail.h"
 
 #include "tcp_wire.h"
 #include "tcp_int.h"
@@ -177,11 +178,10 @@ void tcp_conn_fail(tcp_conn_t *c, cohort_status_t st, const char *fmt, ...)
     if (c->state == C_FAILED) return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
+    kit_fail_note(c->ep->host, SUBSYS, c->errmsg, sizeof c->errmsg, fmt, ap);
     va_end(ap);
     c->state = C_FAILED;
     c->err = st;
-    c->ep->host->log(COHORT_LOG_INFO, SUBSYS, "%s", c->errmsg);
     tcp_conn_close_sockets(c);
     c->unm_h = c->unm_t = NULL;
     c->def_h = c->def_t = NULL;
@@ -618,12 +618,8 @@ cohort_status_t tcp_test(cohort_tp_req_t reqv, size_t *nbytes)
         c->ep->cur_req = NULL;
     }
     if (!r->done) return COHORT_IN_PROGRESS;
-    cohort_status_t st = r->status;
-    if (st == COHORT_SUCCESS) {
-        if (nbytes) *nbytes = r->nbytes;
-    } else {
-        c->ep->host->error(st, "%s", r->errmsg ? r->errmsg : c->errmsg);
-    }
+    cohort_status_t st = kit_req_outcome(c->ep->host, r->status, r->nbytes, nbytes, r->errmsg,
+                                         c->errmsg);
     r->released = 1;
     req_maybe_free(r);
     return st;

@@ -52,6 +52,7 @@
 #include <string.h>
 #include <sys/socket.h>   /* AF_INET, AF_INET6 */
 
+#include "transports/common/kit_auth.h"
 #include "transports/common/kit_bytes.h"
 
 #define TCP_PROTO_VERSION 2u   /* 2: multi-address blob and the reachability probe */
@@ -280,14 +281,6 @@ static inline void tcp_probe_encode(unsigned char b[TCP_PROBE_SIZE])
 
 /* ---- checks of what peers send (pure: no sockets; tcp.c and tests/fuzz/fuzz_tcp_wire.c) ---- */
 
-/* Constant-time comparison of n bytes (MACs): 1 when equal. */
-static inline int tcp_ct_equal(const unsigned char *a, const unsigned char *b, size_t n)
-{
-    unsigned char d = 0;
-    for (size_t i = 0; i < n; i++) d |= (unsigned char)(a[i] ^ b[i]);
-    return d == 0;
-}
-
 /* What an acceptor expects of a hello: its own job id (TCP_JOBID_LEN bytes, NUL padded),
  * communicator, rank and size. */
 typedef struct tcp_hello_want {
@@ -377,7 +370,7 @@ static inline const char *tcp_ack_check(const unsigned char *ack, const unsigned
 {
     if (kit_get_le32(ack) != TCP_ACK_MAGIC) return "not a cohort tcp acknowledgement";
     if (kit_get_le32(ack + 4) != TCP_PROTO_VERSION) return "protocol version differs";
-    if (!tcp_ct_equal(mac, ack + TCP_ACK_MAC_OFF, TCP_MAC_LEN))
+    if (!kit_ct_equal(mac, ack + TCP_ACK_MAC_OFF, TCP_MAC_LEN))
         return "its HMAC does not verify (it does not hold this job's secret)";
     if (kit_get_le32(ack + 8) != (uint32_t)peer || kit_get_le32(ack + 12) != (uint32_t)idx)
         return "it answers for another rank or socket";

@@ -12,6 +12,7 @@
 #endif
 #include <cohort/plugin.h>
 #include "transports/common/kit_bytes.h"
+#include "transports/common/kit_fail.h"
 
 #include "vb_credit.h"
 #include "vb_int.h"
@@ -38,12 +39,11 @@ void vb_conn_fail(vb_conn_t *c, cohort_status_t st, const char *fmt, ...)
     if (c->state == C_FAILED) return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
+    kit_fail_note(c->ep->host, SUBSYS, c->errmsg, sizeof c->errmsg, fmt, ap);
     va_end(ap);
     c->state = C_FAILED;
     c->err = st;
     if (c->fd >= 0) epoll_ctl(c->ep->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-    c->ep->host->log(COHORT_LOG_INFO, SUBSYS, "%s", c->errmsg);
     for (vb_req_t *r = c->reqs; r; r = r->next) vb_req_done(r, st);
     c->txq = c->txq_tail = c->rq = c->rq_tail = NULL;
     vb_signal_ep(c->ep);
