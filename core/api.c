@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The public collectives: argument checks, the per-collective tag, algorithm dispatch. */
+/* The public collectives: argument checks (from core/desc.c's descriptor table) and dispatch. */
 #ifndef _DEFAULT_SOURCE
 #define _DEFAULT_SOURCE   /* mincore */
 #endif
 #include "cohort/cohort.h"
 #include "core/coll/coll.h"
 #include "core/comm.h"
+#include "core/desc.h"
 #include "core/engine.h"
 #include "core/jobctl.h"
 #include "core/log.h"
@@ -33,34 +34,6 @@ size_t cohort_dtype_size(cohort_dtype_t dtype)
     case COHORT_INT64: case COHORT_UINT64: case COHORT_FLOAT64: return 8;
     }
     return 0;
-}
-
-const char *cohort_dtype_name(cohort_dtype_t dtype)
-{
-    static const char *names[] = { "int8", "uint8", "int32", "uint32", "int64", "uint64",
-                                   "float16", "bfloat16", "float32", "float64" };
-    return (unsigned)dtype < COHORT_DTYPE_COUNT ? names[dtype] : "?";
-}
-
-const char *cohort_op_name(cohort_op_t op)
-{
-    static const char *names[] = { "sum", "prod", "min", "max", "avg" };
-    return (unsigned)op < COHORT_OP_COUNT ? names[op] : "?";
-}
-
-/* The tag: sequence number << 32 | a signature of the arguments every rank must agree on (a
- * word-wise multiply-xorshift hash: on the path of every collective, so 7 multiplies rather
- * than a byte-wise loop). */
-uint64_t cohort_coll_tag(uint64_t seq, const cohort_coll_args_t *a)
-{
-    uint64_t v[7] = { (uint64_t)a->coll, (uint64_t)a->count, (uint64_t)a->dtype,
-                      (uint64_t)a->op, (uint64_t)(int64_t)a->root, a->vsig, (uint64_t)a->wire };
-    uint64_t h = 0x9e3779b97f4a7c15ull;
-    for (int i = 0; i < 7; i++) {
-        h = (h ^ v[i]) * 0xbf58476d1ce4e5b9ull;
-        h ^= h >> 31;
-    }
-    return (seq << 32) | (uint32_t)(h ^ (h >> 32));
 }
 
 static int overlap(const void *a, size_t alen, const void *b, size_t blen)
@@ -95,42 +68,6 @@ static int mapped_end(const void *p, size_t len)
     return mincore((void *)last, 1, &vec) == 0 || errno != ENOMEM;
 }
 
-/* What each collective's arguments are: validate() and cohort_comm_desc read this table
- * instead of chains of conditions. The v-variants have their own checks (check_v). */
-enum { IP_NONE, IP_SAME, IP_SEND_IN_RECV, IP_RECV_IN_SEND };
-typedef struct coll_desc {
-    unsigned reduces : 1;    /* takes an op */
-    unsigned rooted : 1;     /* takes a root */
-    unsigned send : 1;       /* reads sendbuf */
-    unsigned recv : 1;       /* writes recvbuf */
-    unsigned send_root : 1;  /* only the root reads sendbuf (elsewhere it is ignored) */
-    unsigned recv_root : 1;  /* only the root writes recvbuf (elsewhere it is ignored) */
-    unsigned send_n : 1;     /* sendbuf holds one block of count per rank */
-    unsigned recv_n : 1;     /* recvbuf holds one block of count per rank */
-    unsigned inplace : 2;    /* the in-place form (cohort.h): IP_* */
-    unsigned v : 1;          /* counts and displacements per rank (check_v) */
-} coll_desc_t;
-static const coll_desc_t descs[COHORT_OP_KINDS] = {
-    [COHORT_COLL_ALLREDUCE] = { .reduces = 1, .send = 1, .recv = 1, .inplace = IP_SAME },
-    [COHORT_COLL_BROADCAST] = { .rooted = 1, .recv = 1, .inplace = IP_SAME },
-    [COHORT_COLL_REDUCE] = { .reduces = 1, .rooted = 1, .send = 1, .recv = 1, .recv_root = 1,
-                             .inplace = IP_SAME },
-    [COHORT_COLL_ALLGATHER] = { .send = 1, .recv = 1, .recv_n = 1, .inplace = IP_SEND_IN_RECV },
-    [COHORT_COLL_REDUCE_SCATTER] = { .reduces = 1, .send = 1, .recv = 1, .send_n = 1,
-                                     .inplace = IP_RECV_IN_SEND },
-    [COHORT_COLL_ALLTOALL] = { .send = 1, .recv = 1, .send_n = 1, .recv_n = 1,
-                               .inplace = IP_SAME },
-    [COHORT_COLL_BARRIER] = { 0 },
-    [COHORT_COLL_ALLGATHERV] = { .send = 1, .recv = 1, .v = 1 },
-    [COHORT_COLL_ALLTOALLV] = { .send = 1, .recv = 1, .v = 1 },
-    [COHORT_COLL_GATHER] = { .rooted = 1, .send = 1, .recv = 1, .recv_root = 1, .recv_n = 1,
-                             .inplace = IP_SEND_IN_RECV },
-    [COHORT_COLL_SCATTER] = { .rooted = 1, .send = 1, .recv = 1, .send_root = 1, .send_n = 1,
-                              .inplace = IP_RECV_IN_SEND },
-    [COHORT_OP_SEND] = { .send = 1 },
-    [COHORT_OP_RECV] = { .recv = 1 },
-};
-
 static const char *inplace_form(cohort_coll_t coll)
 {
     switch (coll) {
@@ -156,7 +93,7 @@ static cohort_status_t check_buffers(const cohort_comm_t *comm, const cohort_col
     if (rbytes && !a->recvbuf)
         return cohort_error(COHORT_ERR_INVALID_ARG, "%s on rank %d: %s is NULL with count %zu "
                             "(%zu bytes to receive)%s", fn, comm->rank, rname, a->count, rbytes,
-                            descs[a->coll].recv_root ? " on the root" : "");
+                            cohort_coll_desc(a->coll)->recv_root ? " on the root" : "");
     int sbad = sbytes && !fits(a->sendbuf, sbytes);
     if (sbad || (rbytes && !fits(a->recvbuf, rbytes)))
         return cohort_error(COHORT_ERR_INVALID_ARG, "%s: %s %p + %zu bytes (count %zu) runs "
@@ -249,7 +186,7 @@ static cohort_status_t validate(cohort_comm_t *comm, cohort_coll_args_t *a, cons
     if (atomic_load(&comm->aborted))
         return cohort_error(COHORT_ERR_ABORTED, "%s on rank %d: the communicator was aborted",
                             fn, comm->rank);
-    const coll_desc_t *d = &descs[a->coll];
+    const cohort_coll_desc_t *d = cohort_coll_desc(a->coll);
     if (a->coll != COHORT_COLL_BARRIER) {
         a->esize = cohort_dtype_size(a->dtype);
         if (!a->esize)
@@ -304,6 +241,30 @@ static cohort_status_t validate(cohort_comm_t *comm, cohort_coll_args_t *a, cons
     return check_buffers(comm, a, fn, sbytes, rbytes, inplace, inplace_form(a->coll));
 }
 
+static cohort_status_t run(cohort_comm_t *comm, cohort_coll_args_t *a, const char *fn);
+
+/* cohort_coll_args_t's run_sub (core/coll/coll.h). */
+static cohort_status_t run_sub(cohort_comm_t *comm, cohort_comm_t *sub, cohort_coll_args_t *a,
+                               const char *phase)
+{
+    uint64_t t0 = cohort_coll_now(comm);
+    cohort_status_t st = run(sub, a, cohort_coll_name(a->coll));
+    if (t0) cohort_coll_phase(comm, phase, t0);
+    if (st == COHORT_SUCCESS) return st;
+    /* Name the parent's ranks: the sub-communicator's own numbers would mislead. */
+    char who[160] = "";
+    int used = 0, me = comm->rank;
+    for (int r = 0; r < comm->nranks && used < (int)sizeof who - 16; r++) {
+        int in = sub == comm->hier_node ? comm->node_of[r] == comm->node_of[me]
+                                        : comm->local_of[r] == comm->local_of[me];
+        if (in) used += snprintf(who + used, sizeof who - (size_t)used, "%s%d", used ? "," : "", r);
+    }
+    cohort_error_prefix("rank %d: hierarchical %s, %s among ranks %s (below, ranks are numbered "
+                        "within that group)", me,
+                        comm->cur ? cohort_coll_name(comm->cur->coll) : "?", phase, who);
+    return st;
+}
+
 /* Starts a validated collective on comm, held by the caller: bumps the sequence number, sets
  * tag and description, and fails what cannot end (the communicator aborted or broken since the
  * call was issued, the job failing). */
@@ -316,6 +277,7 @@ static cohort_status_t begin(cohort_comm_t *comm, cohort_coll_args_t *a, const c
         return cohort_error(comm->broken, "%s on rank %d: the communicator failed earlier and "
                             "cannot be used (destroy it): %s", fn, comm->rank, comm->broken_msg);
     comm->seq++;
+    a->run_sub = run_sub;
     comm->tag = cohort_coll_tag(comm->seq, a);
     comm->cur = a;
     comm->fail_peer = -1;
@@ -330,43 +292,6 @@ static cohort_status_t begin(cohort_comm_t *comm, cohort_coll_args_t *a, const c
         }
     }
     return COHORT_SUCCESS;
-}
-
-const char *cohort_comm_desc(cohort_comm_t *comm)
-{
-    const cohort_coll_args_t *a = comm->cur;
-    unsigned long long seq = (unsigned long long)comm->seq;
-    if (!a) {
-        snprintf(comm->desc, sizeof comm->desc, "communicator set-up");
-        return comm->desc;
-    }
-    const coll_desc_t *d = &descs[a->coll];
-    const char *name = a->coll < COHORT_COLL_COUNT ? cohort_coll_name(a->coll) : "";
-    if (a->coll == COHORT_OP_SEND || a->coll == COHORT_OP_RECV)
-        snprintf(comm->desc, sizeof comm->desc, "%s rank %d (tag %d, count %zu, %s)",
-                 a->coll == COHORT_OP_SEND ? "send to" : "receive from", a->peer, a->tag,
-                 a->count, cohort_dtype_name(a->dtype));
-    else if (a->coll == COHORT_COLL_BARRIER)
-        snprintf(comm->desc, sizeof comm->desc, "barrier #%llu", seq);
-    else if (a->coll == COHORT_COLL_ALLTOALLV)
-        snprintf(comm->desc, sizeof comm->desc, "%s #%llu (%s)", name, seq,
-                 cohort_dtype_name(a->dtype));
-    else if (a->coll == COHORT_COLL_ALLGATHERV)
-        snprintf(comm->desc, sizeof comm->desc, "%s #%llu (total count %zu, %s)", name, seq,
-                 a->count, cohort_dtype_name(a->dtype));
-    else if (a->negotiation)
-        snprintf(comm->desc, sizeof comm->desc, "allreduce #%llu (the ranks agreeing how many "
-                 "queued allreduces to fuse)", seq);
-    else if (a->fused)
-        snprintf(comm->desc, sizeof comm->desc, "allreduce #%llu (count %zu, %s, %s: %d fused "
-                 "requests, issued #%llu to #%llu on this rank)", seq, a->count,
-                 cohort_dtype_name(a->dtype), cohort_op_name(a->op), a->fused,
-                 (unsigned long long)a->fused_first, (unsigned long long)a->fused_last);
-    else
-        snprintf(comm->desc, sizeof comm->desc, "%s #%llu (count %zu, %s%s%s, root %d)", name,
-                 seq, a->count, cohort_dtype_name(a->dtype), d->reduces ? ", " : "",
-                 d->reduces ? cohort_op_name(a->op) : "", d->rooted ? a->root : -1);
-    return comm->desc;
 }
 
 /* One rank: the result is the input (AVG of one value is the value). */
@@ -671,27 +596,6 @@ cohort_status_t cohort_comm_allgather_held(cohort_comm_t *comm, const void *send
                              .count = sendcount, .dtype = dtype, .op = COHORT_SUM };
     cohort_status_t st = cohort_comm_check(comm, "cohort_allgather");
     return st ? st : run_held(comm, &a, "cohort_allgather");
-}
-
-cohort_status_t cohort_coll_run(cohort_comm_t *comm, cohort_comm_t *sub, cohort_coll_args_t *a,
-                                const char *phase)
-{
-    uint64_t t0 = cohort_coll_now(comm);
-    cohort_status_t st = run(sub, a, cohort_coll_name(a->coll));
-    if (t0) cohort_coll_phase(comm, phase, t0);
-    if (st == COHORT_SUCCESS) return st;
-    /* Name the parent's ranks: the sub-communicator's own numbers would mislead. */
-    char who[160] = "";
-    int used = 0, me = comm->rank;
-    for (int r = 0; r < comm->nranks && used < (int)sizeof who - 16; r++) {
-        int in = sub == comm->hier_node ? comm->node_of[r] == comm->node_of[me]
-                                        : comm->local_of[r] == comm->local_of[me];
-        if (in) used += snprintf(who + used, sizeof who - (size_t)used, "%s%d", used ? "," : "", r);
-    }
-    cohort_error_prefix("rank %d: hierarchical %s, %s among ranks %s (below, ranks are numbered "
-                        "within that group)", me,
-                        comm->cur ? cohort_coll_name(comm->cur->coll) : "?", phase, who);
-    return st;
 }
 
 cohort_status_t cohort_allreduce(cohort_comm_t *comm, const void *sendbuf, void *recvbuf,

@@ -437,9 +437,9 @@ cohort_status_t cohort_bootstrap_comm(cohort_comm_t *parent, cohort_bootstrap_t 
 {
     comm_boot_t *cb = calloc(1, sizeof *cb);
     if (!cb) return cohort_error(COHORT_ERR_NO_MEMORY, "no memory for the bootstrap");
-    cb->base.rank = cohort_comm_rank(parent);
+    cb->base.rank = parent->rank;
     cb->base.world_rank = parent->world_of ? parent->world_of[parent->rank] : -1;
-    cb->base.nranks = cohort_comm_size(parent);
+    cb->base.nranks = parent->nranks;
     cb->base.allgather = comm_allgather;
     cb->base.check = comm_check;
     cb->base.close = oob_close;

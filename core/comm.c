@@ -109,48 +109,6 @@ cohort_status_t cohort_comm_acquire(cohort_comm_t *comm, const char *fn)
 
 void cohort_comm_release(cohort_comm_t *comm) { atomic_store(&comm->busy, 0); }
 
-/* ---- services for algorithms ------------------------------------------------------------ */
-
-void *cohort_coll_scratch(cohort_comm_t *comm, int slot, size_t bytes)
-{
-    if (comm->scratch_len[slot] < bytes) {
-        free(comm->scratch[slot]);
-        comm->scratch[slot] = NULL;
-        comm->scratch_len[slot] = 0;
-        size_t len = (bytes + 63) & ~(size_t)63;
-        if (posix_memalign(&comm->scratch[slot], 64, len) != 0) {
-            comm->scratch[slot] = NULL;
-            cohort_error(COHORT_ERR_NO_MEMORY, "rank %d: cannot allocate %zu bytes of scratch "
-                         "for %s", comm->rank, bytes, cohort_comm_desc(comm));
-            return NULL;
-        }
-        comm->scratch_len[slot] = len;
-    }
-    return comm->scratch[slot];
-}
-
-size_t cohort_coll_chunk_size(const cohort_comm_t *comm) { return comm->chunk; }
-
-int cohort_coll_nodes(const cohort_comm_t *comm) { return comm->node_count; }
-
-uint64_t cohort_coll_now(const cohort_comm_t *comm)
-{
-    return cohort_timeline_on(comm) ? cohort_timeline_now() : 0;
-}
-
-void cohort_coll_phase(cohort_comm_t *comm, const char *name, uint64_t t0)
-{
-    if (!cohort_timeline_on(comm)) return;
-    char args[256];
-    snprintf(args, sizeof args, "\"of\":\"%s\"", comm->cur ? cohort_coll_name(comm->cur->coll)
-                                                           : "?");
-    cohort_timeline_event(comm, COHORT_TL_PHASES, name, t0, cohort_timeline_now(), args);
-}
-const cohort_algo_spec_t *cohort_coll_algo_spec(const cohort_comm_t *comm)
-{
-    return &comm->algo_spec;
-}
-
 /* ---- creation --------------------------------------------------------------------------- */
 
 /* Written by cohort_comm_abort, which may run in a signal handler: formatted beforehand. */
@@ -207,7 +165,7 @@ static void fill_card(card_t *card, cohort_comm_t *c, int member, int64_t key, i
     card->comm_id = c->comm_id;
     card->key = key;
     card->pid = (int32_t)getpid();
-    snprintf(card->core_version, sizeof card->core_version, "%s", cohort_version());
+    snprintf(card->core_version, sizeof card->core_version, "%s", COHORT_VERSION_STRING);
     card->chunk = c->chunk;
     card->hier_mode = c->hier_mode;
     const char *algo = cohort_config_get("COHORT_ALGO");
@@ -542,26 +500,6 @@ static cohort_status_t build_layout(cohort_comm_t *c, const card_t *cards, const
     return COHORT_SUCCESS;
 }
 
-const int *cohort_coll_ring(const cohort_comm_t *comm, int *pos)
-{
-    static const int single[1] = { 0 };
-    if (!comm->ring) {
-        *pos = 0;
-        return single;
-    }
-    *pos = comm->ring_pos;
-    return comm->ring;
-}
-
-int cohort_coll_hier(cohort_comm_t *comm, cohort_hier_view_t *h)
-{
-    if (!comm->hier_node || !comm->hier_cross) return 0;
-    *h = (cohort_hier_view_t){ comm->hier_node, comm->hier_cross, comm->hier_even,
-                               comm->hier_mode == COHORT_HIER_FORCE, comm->node_count,
-                               comm->node_of, comm->local_of };
-    return 1;
-}
-
 typedef struct hier_msg {
     int32_t status;
     char msg[236];
@@ -627,12 +565,6 @@ static void hier_setup(cohort_comm_t *c, char *plan, size_t planlen)
                                    : "nothing");
     }
     free(all);
-}
-
-const char *cohort_comm_timeout_source(const cohort_comm_t *comm)
-{
-    return comm->timeout_given ? "the timeout the communicator was given (its framework's "
-                                 "timeout)" : "COHORT_TIMEOUT";
 }
 
 /* After a local failure, still takes part in the remaining exchange rounds so that the other

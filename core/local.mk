@@ -29,7 +29,8 @@ libcohort_core_la_SOURCES = \
 	core/rendezvous.c core/rendezvous.h \
 	core/plugin_loader.c core/plugin_loader.h \
 	core/bootstrap.c core/bootstrap.h \
-	core/comm.c core/comm.h \
+	core/comm.c core/comm.h core/comm_view.c \
+	core/desc.c core/desc.h \
 	core/jobtopo.c core/jobtopo.h \
 	core/jobctl.c core/jobctl.h \
 	core/p2p.c core/p2p.h \
@@ -39,7 +40,7 @@ libcohort_core_la_SOURCES = \
 	core/timeline.c core/timeline.h \
 	core/mem.c core/mem.h \
 	core/timeutil.h \
-	$(coll_sources) core/coll/transport.c
+	$(coll_sources) core/plugin_coll.c
 libcohort_core_la_CFLAGS = $(AM_CFLAGS) -O3 $(VEC_CFLAGS) -pthread -fvisibility=hidden
 libcohort_core_la_LIBADD = -lpthread -lm
 

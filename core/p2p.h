@@ -60,7 +60,7 @@ cohort_status_t cohort_p2p_waitany(cohort_comm_t *comm, cohort_preq_t *reqs, int
  * event fds), or only yields the core when some open endpoint has no event fd. */
 void cohort_p2p_idle(cohort_comm_t *comm, int timeout_ms);
 /* The pace of one wait, shared by the core's wait loops (requests here, a transport's own
- * collectives in core/coll/transport.c): spin COHORT_SPIN polls and COHORT_SPIN_US (yielding
+ * collectives in core/plugin_coll.c): spin COHORT_SPIN polls and COHORT_SPIN_US (yielding
  * each poll when oversubscribed), then sleep on the endpoints' fds, COHORT_TIMEOUT per stall.
  * Start it zeroed. */
 typedef struct cohort_pace {

@@ -26,7 +26,7 @@ cohort_status_t cohort_allgather_hier(cohort_comm_t *comm, const cohort_coll_arg
     cohort_status_t st = cohort_p2p_token_sync(comm);
     if (st)
         return st;
-    int n = cohort_comm_size(comm), L = cohort_comm_size(h.node), nodes = h.nodes;
+    int n = cohort_coll_size(comm), L = cohort_coll_size(h.node), nodes = h.nodes;
     size_t bytes = a->count * a->esize;
     char *cross = cohort_coll_scratch(comm, 0, (size_t)nodes * bytes);
     char *all = cohort_coll_scratch(comm, 1, (size_t)nodes * (size_t)L * bytes);
@@ -34,11 +34,11 @@ cohort_status_t cohort_allgather_hier(cohort_comm_t *comm, const cohort_coll_arg
         return COHORT_ERR_NO_MEMORY;
     cohort_coll_args_t s = { .coll = COHORT_COLL_ALLGATHER, .sendbuf = a->sendbuf, .recvbuf = cross,
                              .count = a->count, .dtype = a->dtype, .op = a->op };
-    if ((st = cohort_coll_run(comm, h.cross, &s, "allgather among equal local ranks")))
+    if ((st = a->run_sub(comm, h.cross, &s, "allgather among equal local ranks")))
         return st;
     s = (cohort_coll_args_t){ .coll = COHORT_COLL_ALLGATHER, .sendbuf = cross, .recvbuf = all,
                               .count = a->count * (size_t)nodes, .dtype = a->dtype, .op = a->op };
-    if ((st = cohort_coll_run(comm, h.node, &s, "node allgather")))
+    if ((st = a->run_sub(comm, h.node, &s, "node allgather")))
         return st;
     int *seen = cohort_coll_scratch(comm, 0, (size_t)L * sizeof *seen);  /* cross is consumed */
     if (!seen)

@@ -16,7 +16,7 @@
 
 cohort_status_t cohort_allgather_ring(cohort_comm_t *comm, const cohort_coll_args_t *a)
 {
-    int rank = cohort_comm_rank(comm), n = cohort_comm_size(comm);
+    int rank = cohort_coll_rank(comm), n = cohort_coll_size(comm);
     size_t bytes = a->count * a->esize;   /* one block */
     char *recvbuf = a->recvbuf;
     cohort_status_t st;

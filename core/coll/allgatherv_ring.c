@@ -16,7 +16,7 @@
 
 cohort_status_t cohort_allgatherv_ring(cohort_comm_t *comm, const cohort_coll_args_t *a)
 {
-    int pos, n = cohort_comm_size(comm);
+    int pos, n = cohort_coll_size(comm);
     const int *ring = cohort_coll_ring(comm, &pos);
     size_t es = a->esize;
     char *rb = a->recvbuf;

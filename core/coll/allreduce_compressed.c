@@ -64,7 +64,7 @@ static cohort_status_t step(wire_ctx_t *c, const float *src, size_t sc, float *d
 
 cohort_status_t cohort_allreduce_compressed(cohort_comm_t *comm, const cohort_coll_args_t *a)
 {
-    int pos, n = cohort_comm_size(comm);
+    int pos, n = cohort_coll_size(comm);
     const int *ring = cohort_coll_ring(comm, &pos);
     size_t count = a->count;
     const float *send = a->sendbuf;

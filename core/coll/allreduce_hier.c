@@ -52,41 +52,41 @@ cohort_status_t cohort_allreduce_hier(cohort_comm_t *comm, const cohort_coll_arg
         return st;
     cohort_op_t op = a->op == COHORT_AVG ? COHORT_SUM : a->op;
     size_t es = a->esize, n = a->count;
-    int L = cohort_comm_size(h.node), l = cohort_comm_rank(h.node);
+    int L = cohort_coll_size(h.node), l = cohort_coll_rank(h.node);
     char *recv = a->recvbuf;
     const char *send = a->sendbuf;
     cohort_coll_args_t s;
 
     if (!h.even) {
         s = args(COHORT_COLL_REDUCE, send, recv, n, a, op, 0);
-        if ((st = cohort_coll_run(comm, h.node, &s, "node reduce to the leader")))
+        if ((st = a->run_sub(comm, h.node, &s, "node reduce to the leader")))
             return st;
         if (l == 0) {
             s = args(COHORT_COLL_ALLREDUCE, recv, recv, n, a, op, 0);
-            if ((st = cohort_coll_run(comm, h.cross, &s, "allreduce among the node leaders")))
+            if ((st = a->run_sub(comm, h.cross, &s, "allreduce among the node leaders")))
                 return st;
         }
         s = args(COHORT_COLL_BROADCAST, recv, recv, n, a, op, 0);
-        if ((st = cohort_coll_run(comm, h.node, &s, "node broadcast from the leader")))
+        if ((st = a->run_sub(comm, h.node, &s, "node broadcast from the leader")))
             return st;
     } else if (n < (size_t)L || n * es <= HIER_SMALL_BYTES) {
         s = args(COHORT_COLL_ALLREDUCE, send, recv, n, a, op, 0);
-        if ((st = cohort_coll_run(comm, h.node, &s, "node allreduce")))
+        if ((st = a->run_sub(comm, h.node, &s, "node allreduce")))
             return st;
         s = args(COHORT_COLL_ALLREDUCE, recv, recv, n, a, op, 0);
-        if ((st = cohort_coll_run(comm, h.cross, &s, "allreduce among equal local ranks")))
+        if ((st = a->run_sub(comm, h.cross, &s, "allreduce among equal local ranks")))
             return st;
     } else {
         size_t q = n / (size_t)L, tail = n - q * (size_t)L;
         char *shard = recv + (size_t)l * q * es;
         s = args(COHORT_COLL_REDUCE_SCATTER, send, shard, q, a, op, 0);
-        if ((st = cohort_coll_run(comm, h.node, &s, "node reduce-scatter")))
+        if ((st = a->run_sub(comm, h.node, &s, "node reduce-scatter")))
             return st;
         char *work = shard;
         if (tail) {
             s = args(COHORT_COLL_ALLREDUCE, send + q * (size_t)L * es,
                      recv + q * (size_t)L * es, tail, a, op, 0);
-            if ((st = cohort_coll_run(comm, h.node, &s, "node allreduce of the tail")))
+            if ((st = a->run_sub(comm, h.node, &s, "node allreduce of the tail")))
                 return st;
             if (!(work = cohort_coll_scratch(comm, 0, (q + tail) * es)))
                 return COHORT_ERR_NO_MEMORY;
@@ -94,7 +94,7 @@ cohort_status_t cohort_allreduce_hier(cohort_comm_t *comm, const cohort_coll_arg
             memcpy(work + q * es, recv + q * (size_t)L * es, tail * es);
         }
         s = args(COHORT_COLL_ALLREDUCE, work, work, q + tail, a, op, 0);
-        if ((st = cohort_coll_run(comm, h.cross, &s, "allreduce of each shard among equal "
+        if ((st = a->run_sub(comm, h.cross, &s, "allreduce of each shard among equal "
                                   "local ranks")))
             return st;
         if (tail) {
@@ -102,9 +102,9 @@ cohort_status_t cohort_allreduce_hier(cohort_comm_t *comm, const cohort_coll_arg
             memcpy(recv + q * (size_t)L * es, work + q * es, tail * es);
         }
         s = args(COHORT_COLL_ALLGATHER, shard, recv, q, a, op, 0);
-        if ((st = cohort_coll_run(comm, h.node, &s, "node allgather")))
+        if ((st = a->run_sub(comm, h.node, &s, "node allgather")))
             return st;
     }
-    cohort_reduce_finish(recv, n, a->dtype, a->op, cohort_comm_size(comm));
+    cohort_reduce_finish(recv, n, a->dtype, a->op, cohort_coll_size(comm));
     return COHORT_SUCCESS;
 }

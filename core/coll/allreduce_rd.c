@@ -37,7 +37,7 @@
 static cohort_status_t rd_slice(cohort_comm_t *comm, const cohort_coll_args_t *a,
                                 const char *cur, char *recvbuf, size_t count, char *tmp)
 {
-    int rank = cohort_comm_rank(comm), n = cohort_comm_size(comm);
+    int rank = cohort_coll_rank(comm), n = cohort_coll_size(comm);
     size_t bytes = count * a->esize;
     cohort_status_t st;
 
@@ -94,7 +94,7 @@ static cohort_status_t rd_slice(cohort_comm_t *comm, const cohort_coll_args_t *a
 
 cohort_status_t cohort_allreduce_rd(cohort_comm_t *comm, const cohort_coll_args_t *a)
 {
-    int rank = cohort_comm_rank(comm), n = cohort_comm_size(comm);
+    int rank = cohort_coll_rank(comm), n = cohort_coll_size(comm);
     size_t es = a->esize, count = a->count, bytes = count * es;
     const char *sendbuf = a->sendbuf;
     char *recvbuf = a->recvbuf;

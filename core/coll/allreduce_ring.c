@@ -54,7 +54,7 @@ cohort_status_t cohort_allreduce_ring(cohort_comm_t *comm, const cohort_coll_arg
 {
     /* Segments are numbered by ring position (cohort_coll_ring), so "rank" below is this
      * rank's position and right/left its ring neighbours. */
-    int rank, n = cohort_comm_size(comm);
+    int rank, n = cohort_coll_size(comm);
     const int *ring = cohort_coll_ring(comm, &rank);
     size_t es = a->esize, count = a->count;
     const char *sendbuf = a->sendbuf;

@@ -17,7 +17,7 @@
 
 cohort_status_t cohort_alltoallv_pairwise(cohort_comm_t *comm, const cohort_coll_args_t *a)
 {
-    int rank = cohort_comm_rank(comm), n = cohort_comm_size(comm);
+    int rank = cohort_coll_rank(comm), n = cohort_coll_size(comm);
     size_t es = a->esize;
     const char *sb = a->sendbuf;
     char *rb = a->recvbuf;

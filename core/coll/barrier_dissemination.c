@@ -10,7 +10,7 @@
 
 cohort_status_t cohort_barrier_dissemination(cohort_comm_t *comm, const cohort_coll_args_t *a)
 {
-    int rank = cohort_comm_rank(comm), n = cohort_comm_size(comm);
+    int rank = cohort_coll_rank(comm), n = cohort_coll_size(comm);
     char sbyte = 0, rbyte = 0;   /* valid addresses for the zero-byte messages */
     (void)a;
 

@@ -33,7 +33,7 @@ static cohort_status_t send_chunk(cohort_comm_t *comm, int next, cohort_preq_t *
 
 cohort_status_t cohort_broadcast_chain(cohort_comm_t *comm, const cohort_coll_args_t *a)
 {
-    int n = cohort_comm_size(comm);
+    int n = cohort_coll_size(comm);
     size_t es = a->esize, count = a->count;
     char *buf = a->recvbuf;
     cohort_status_t st = COHORT_SUCCESS;

@@ -33,7 +33,7 @@ cohort_status_t cohort_broadcast_hier(cohort_comm_t *comm, const cohort_coll_arg
     cohort_status_t st = cohort_p2p_token_sync(comm);
     if (st)
         return st;
-    int me = cohort_comm_rank(comm), root = a->root;
+    int me = cohort_coll_rank(comm), root = a->root;
     int lr = h.local_of[root], mine = h.node_of[me] == h.node_of[root];
     cohort_coll_args_t s = { .coll = COHORT_COLL_BROADCAST, .sendbuf = a->recvbuf,
                              .recvbuf = a->recvbuf, .count = a->count, .dtype = a->dtype,
@@ -41,29 +41,29 @@ cohort_status_t cohort_broadcast_hier(cohort_comm_t *comm, const cohort_coll_arg
     if (h.even) {
         if (h.local_of[me] == lr) {
             s.root = cross_rank(&h, root);
-            if ((st = cohort_coll_run(comm, h.cross, &s, "broadcast among equal local ranks")))
+            if ((st = a->run_sub(comm, h.cross, &s, "broadcast among equal local ranks")))
                 return st;
         }
         s.root = lr;
-        return cohort_coll_run(comm, h.node, &s, "node broadcast");
+        return a->run_sub(comm, h.node, &s, "node broadcast");
     }
     if (mine && lr != 0) {
         s.root = lr;
-        if ((st = cohort_coll_run(comm, h.node, &s, "broadcast on the root's node")))
+        if ((st = a->run_sub(comm, h.node, &s, "broadcast on the root's node")))
             return st;
     }
     if (h.local_of[me] == 0) {
         /* the leader of the root's node, as a rank of the leaders' group */
         int lead = root;
-        for (int q = 0; q < cohort_comm_size(comm); q++)
+        for (int q = 0; q < cohort_coll_size(comm); q++)
             if (h.node_of[q] == h.node_of[root] && h.local_of[q] == 0) lead = q;
         s.root = cross_rank(&h, lead);
-        if ((st = cohort_coll_run(comm, h.cross, &s, "broadcast among the node leaders")))
+        if ((st = a->run_sub(comm, h.cross, &s, "broadcast among the node leaders")))
             return st;
     }
     if (!mine || lr == 0) {
         s.root = 0;
-        if ((st = cohort_coll_run(comm, h.node, &s, "node broadcast from the leader")))
+        if ((st = a->run_sub(comm, h.node, &s, "node broadcast from the leader")))
             return st;
     }
     return COHORT_SUCCESS;

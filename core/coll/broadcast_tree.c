@@ -11,7 +11,7 @@
 
 cohort_status_t cohort_broadcast_tree(cohort_comm_t *comm, const cohort_coll_args_t *a)
 {
-    int rank = cohort_comm_rank(comm), n = cohort_comm_size(comm);
+    int rank = cohort_coll_rank(comm), n = cohort_coll_size(comm);
     size_t bytes = a->count * a->esize;
     char *buf = a->recvbuf;
     cohort_status_t st;

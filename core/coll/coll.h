@@ -54,6 +54,13 @@ typedef struct cohort_coll_args {
                             are on several nodes: COHORT_FLOAT16 or COHORT_BFLOAT16; 0: not */
     const char *name;    /* cohort_comm_name_next: the application's name for it (the timeline
                             shows it), NULL: none */
+    /* Set by the dispatcher (core/api.c) for the algorithm it calls: runs a collective on a
+     * hierarchy's sub-communicator sub (cohort_coll_hier's node or cross) for comm's
+     * collective in progress; a failure's message is prefixed with the phase and the parent
+     * ranks it involved; a->esize is set by the callee. A pointer, not a call into api.c:
+     * calls go down only, and the hierarchical algorithms compose collectives. */
+    cohort_status_t (*run_sub)(cohort_comm_t *comm, cohort_comm_t *sub,
+                               struct cohort_coll_args *a, const char *phase);
 } cohort_coll_args_t;
 
 typedef cohort_status_t (*cohort_algo_fn)(cohort_comm_t *comm, const cohort_coll_args_t *a);
@@ -64,17 +71,20 @@ typedef struct cohort_algo {
     cohort_algo_fn fn;
 } cohort_algo_t;
 
-/* Services the communicator gives algorithms (implemented in core/comm.c). */
+/* Services the communicator gives algorithms (implemented in core/comm_view.c). */
+/* This rank and the communicator's size (no handle check: algorithms run on valid ones). */
+int cohort_coll_rank(const cohort_comm_t *comm);
+int cohort_coll_size(const cohort_comm_t *comm);
 /* A scratch buffer of at least bytes, owned by comm, reused across calls; NULL only on ENOMEM
  * (after cohort_error). Two independent slots (0 and 1). */
 void *cohort_coll_scratch(cohort_comm_t *comm, int slot, size_t bytes);
-/* The ring order the ring and chain algorithms follow (implemented in core/comm.c): ring[pos] is
+/* The ring order the ring and chain algorithms follow (core/comm_view.c): ring[pos] is
  * the rank at position pos, *pos receives this rank's position. Built from the topology (nodes
  * contiguous, then package, NUMA node and core); the identity when nothing is known. */
 const int *cohort_coll_ring(const cohort_comm_t *comm, int *pos);
-/* How many nodes the communicator's ranks sit on (core/comm.c). */
+/* How many nodes the communicator's ranks sit on. */
 int cohort_coll_nodes(const cohort_comm_t *comm);
-/* The hierarchy (core/comm.c), for the *_hier algorithms: 0 when the communicator has none. */
+/* The hierarchy, for the *_hier algorithms: 0 when the communicator has none. */
 typedef struct cohort_hier_view {
     cohort_comm_t *node;         /* this rank's node group (node ranks in rank order) */
     cohort_comm_t *cross;        /* the ranks with this rank's local rank, one per node that has
@@ -85,11 +95,6 @@ typedef struct cohort_hier_view {
     const int *node_of, *local_of;   /* per rank of the parent */
 } cohort_hier_view_t;
 int cohort_coll_hier(cohort_comm_t *comm, cohort_hier_view_t *h);
-/* Runs a collective on a hierarchy's sub-communicator sub (h.node or h.cross) for comm's
- * collective in progress; a failure's message is prefixed with the phase and the parent ranks
- * it involved. a->esize is set by the callee. */
-cohort_status_t cohort_coll_run(cohort_comm_t *comm, cohort_comm_t *sub, cohort_coll_args_t *a,
-                                const char *phase);
 /* A part of the collective in progress that ran from t0 (cohort_coll_now()) until now: a phase
  * on the timeline (COHORT_TIMELINE), nothing when it is off. */
 uint64_t cohort_coll_now(const cohort_comm_t *comm);
@@ -129,7 +134,7 @@ static inline size_t cohort_coll_seg_off(size_t count, int n, int i)
 /* Parsed COHORT_ALGO of this communicator (never NULL; may be empty). */
 const cohort_algo_spec_t *cohort_coll_algo_spec(const cohort_comm_t *comm);
 
-/* The tag of collective number seq with these arguments (core/api.c): seq << 32 | a hash of
+/* The tag of collective number seq with these arguments (core/desc.c): seq << 32 | a hash of
  * (coll, count, dtype, op, root, vsig). Ranks that disagree on any of them get different tags. */
 uint64_t cohort_coll_tag(uint64_t seq, const cohort_coll_args_t *a);
 
@@ -142,7 +147,7 @@ const cohort_algo_t *cohort_algos(int *count);
 cohort_status_t cohort_coll_select(cohort_comm_t *comm, const cohort_coll_args_t *a,
                                    const cohort_algo_t **algo);
 
-/* Collectives run by a transport (core/coll/transport.c): the plugin's name if it runs this one
+/* Collectives run by a transport (core/plugin_coll.c): the plugin's name if it runs this one
  * on this communicator (every peer on that plugin, offered, not overridden by COHORT_ALGO),
  * else NULL; and the run itself. */
 const char *cohort_coll_transport_name(const cohort_comm_t *comm, const cohort_coll_args_t *a);

@@ -12,7 +12,7 @@
 
 cohort_status_t cohort_gather_linear(cohort_comm_t *comm, const cohort_coll_args_t *a)
 {
-    int rank = cohort_comm_rank(comm), n = cohort_comm_size(comm);
+    int rank = cohort_coll_rank(comm), n = cohort_coll_size(comm);
     size_t bytes = a->count * a->esize;
     cohort_preq_t one;
     if (rank != a->root) {

@@ -42,7 +42,7 @@ static int overlaps(const void *a, size_t alen, const void *b, size_t blen)
 
 cohort_status_t cohort_reduce_scatter_ring(cohort_comm_t *comm, const cohort_coll_args_t *a)
 {
-    int n = cohort_comm_size(comm);
+    int n = cohort_coll_size(comm);
     size_t es = a->esize, rc = a->count, bytes = rc * es;
     const char *sendbuf = a->sendbuf;
     char *recvbuf = a->recvbuf;
@@ -61,7 +61,7 @@ cohort_status_t cohort_reduce_scatter_ring(cohort_comm_t *comm, const cohort_col
     const int *ring = cohort_coll_ring(comm, &pos);
     /* recvbuf overlapping sendbuf other than in place (cohort_reduce_scatter refuses it, the
      * algorithm copes): the result is kept aside until every slice has been sent and read. */
-    int aside = recvbuf != sendbuf + (size_t)cohort_comm_rank(comm) * bytes &&
+    int aside = recvbuf != sendbuf + (size_t)cohort_coll_rank(comm) * bytes &&
                 overlaps(recvbuf, bytes, sendbuf, (size_t)n * bytes);
     /* Slices of the blocks (whole elements), the same on every rank. */
     size_t slice = cohort_coll_slice_elems(comm, es, rc);

@@ -27,7 +27,7 @@
 
 cohort_status_t cohort_reduce_tree(cohort_comm_t *comm, const cohort_coll_args_t *a)
 {
-    int rank = cohort_comm_rank(comm), n = cohort_comm_size(comm);
+    int rank = cohort_coll_rank(comm), n = cohort_coll_size(comm);
     size_t es = a->esize, count = a->count;
     const char *sendbuf = a->sendbuf;
     int is_root = rank == a->root;

@@ -40,19 +40,6 @@
 #define TREE_MAX_BYTES (64u * 1024u)
 #define HIER_MIN_BYTES (512u * 1024u)
 
-static const char *const coll_names[COHORT_COLL_COUNT] = {
-    [COHORT_COLL_ALLREDUCE] = "allreduce",
-    [COHORT_COLL_BROADCAST] = "broadcast",
-    [COHORT_COLL_REDUCE] = "reduce",
-    [COHORT_COLL_ALLGATHER] = "allgather",
-    [COHORT_COLL_REDUCE_SCATTER] = "reduce_scatter",
-    [COHORT_COLL_ALLTOALL] = "alltoall",
-    [COHORT_COLL_BARRIER] = "barrier",
-    [COHORT_COLL_ALLGATHERV] = "allgatherv",
-    [COHORT_COLL_ALLTOALLV] = "alltoallv",
-    [COHORT_COLL_GATHER] = "gather",
-    [COHORT_COLL_SCATTER] = "scatter",
-};
 
 static const cohort_algo_t algos[] = {
     {COHORT_COLL_ALLREDUCE, "ring", cohort_allreduce_ring},
@@ -74,13 +61,6 @@ static const cohort_algo_t algos[] = {
     {COHORT_COLL_ALLREDUCE, "compressed", cohort_allreduce_compressed},
 };
 #define NALGOS ((int)(sizeof(algos) / sizeof(algos[0])))
-
-const char *cohort_coll_name(cohort_coll_t coll)
-{
-    if ((int)coll < 0 || coll >= COHORT_COLL_COUNT)
-        return "?";
-    return coll_names[coll];
-}
 
 const cohort_algo_t *cohort_algos(int *count)
 {
@@ -105,7 +85,7 @@ cohort_status_t cohort_coll_select(cohort_comm_t *comm, const cohort_coll_args_t
                             "algorithm selection: called without arguments or with an unknown "
                             "collective (%d); this is a bug in cohort, please report it",
                             a ? (int)a->coll : -1);
-    const char *cname = coll_names[a->coll];
+    const char *cname = cohort_coll_name(a->coll);
     const cohort_algo_spec_t *spec = comm ? cohort_coll_algo_spec(comm) : NULL;
     const char *want = spec ? cohort_algo_spec_get(spec, cname) : NULL;
 
@@ -116,7 +96,7 @@ cohort_status_t cohort_coll_select(cohort_comm_t *comm, const cohort_coll_args_t
     int hier = avail;
     if (hier && !h.forced) {
         size_t total = a->count * a->esize *
-                       (a->coll == COHORT_COLL_ALLGATHER ? (size_t)cohort_comm_size(comm) : 1);
+                       (a->coll == COHORT_COLL_ALLGATHER ? (size_t)cohort_coll_size(comm) : 1);
         hier = total >= HIER_MIN_BYTES;
     }
     if (want && !strcmp(want, "hier") && !avail && find(a->coll, want))
@@ -156,7 +136,7 @@ cohort_status_t cohort_coll_select(cohort_comm_t *comm, const cohort_coll_args_t
     }
     switch (a->coll) {
     case COHORT_COLL_ALLREDUCE:
-        name = bytes <= (cohort_comm_size(comm) == 2 ? RD_MAX_BYTES_2 : RD_MAX_BYTES) ? "rd"
+        name = bytes <= (cohort_coll_size(comm) == 2 ? RD_MAX_BYTES_2 : RD_MAX_BYTES) ? "rd"
                                                                                      : "ring";
         break;
     case COHORT_COLL_BROADCAST: name = bytes <= TREE_MAX_BYTES ? "tree" : "chain"; break;

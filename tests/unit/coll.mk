@@ -6,6 +6,7 @@ TESTS += tests/unit/test_coll
 tests_unit_test_coll_SOURCES = tests/unit/test_coll.c \
 	tests/unit/mock_p2p.c tests/unit/mock_p2p.h \
 	$(coll_sources) \
+	core/desc.c core/desc.h \
 	core/reduce.c core/reduce.h \
 	core/log.c core/log.h \
 	core/config.c core/config.h \

@@ -52,3 +52,7 @@ endif
 # The library's exported symbols: the public API only (core/libcohort.map).
 TESTS += tests/unit/test_exports.sh
 dist_noinst_SCRIPTS += tests/unit/test_exports.sh
+# Calls between the core's objects go down only (docs/design.md).
+TESTS += tests/unit/test_layers.sh
+dist_noinst_SCRIPTS += tests/unit/test_layers.sh
+EXTRA_DIST += tests/unit/layers.py

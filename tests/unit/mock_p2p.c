@@ -599,15 +599,6 @@ int cohort_coll_hier(cohort_comm_t *comm, cohort_hier_view_t *h)
     return 0;
 }
 
-cohort_status_t cohort_coll_run(cohort_comm_t *comm, cohort_comm_t *sub, cohort_coll_args_t *a,
-                                const char *phase)
-{
-    (void)comm;
-    (void)sub;
-    (void)a;
-    return cohort_error(COHORT_ERR_UNSUPPORTED, "mock: no sub-communicators (%s)", phase);
-}
-
 void mock_world_set_ring(mock_world_t *w, const int *ring)
 {
     for (int i = 0; i < w->n; i++) {
@@ -616,5 +607,5 @@ void mock_world_set_ring(mock_world_t *w, const int *ring)
     }
 }
 const cohort_algo_spec_t *cohort_coll_algo_spec(const cohort_comm_t *comm) { return &comm->w->spec; }
-int cohort_comm_rank(const cohort_comm_t *comm) { return comm->rank; }
-int cohort_comm_size(const cohort_comm_t *comm) { return comm->size; }
+int cohort_coll_rank(const cohort_comm_t *comm) { return comm->rank; }
+int cohort_coll_size(const cohort_comm_t *comm) { return comm->size; }

@@ -859,7 +859,7 @@ static void *simple_thread(void *p)
 {
     sarg_t *t = p;
     simple_run_t *s = t->s;
-    int n = cohort_comm_size(mock_world_comm(s->w, 0));
+    int n = cohort_coll_size(mock_world_comm(s->w, 0));
     size_t cnt = s->count[t->rank], es = 4;
     size_t total = s->coll == COHORT_COLL_ALLGATHER || s->coll == COHORT_COLL_REDUCE_SCATTER ||
                            s->coll == COHORT_COLL_ALLTOALL || s->coll == COHORT_COLL_ALLGATHERV ||

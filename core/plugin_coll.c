@@ -5,7 +5,8 @@
  * collective (shm: all ranks on one node), unless COHORT_ALGO names a core algorithm for it.
  * The plugin does the work; the core owns the wait: spin, then yield when oversubscribed, sleep
  * on the endpoint's fd after COHORT_SPIN fruitless polls, COHORT_TIMEOUT per stall, abort.
- * (Not in coll_sources: it needs the communicator's plugins, which test_coll's mock lacks.)
+ * It lives in core/, not core/coll/: it is not an algorithm over point-to-point but the
+ * dispatch to a plugin, and needs the communicator's plugins and endpoints (core/comm.h).
  */
 #include "core/coll/coll.h"
 #include "core/comm.h"
