@@ -21,8 +21,6 @@ cohort_status_t cohort_allgather_ring(cohort_comm_t *comm, const cohort_coll_arg
     char *recvbuf = a->recvbuf;
     cohort_status_t st;
 
-    if (bytes == 0)
-        return COHORT_SUCCESS;
     if ((const char *)a->sendbuf != recvbuf + (size_t)rank * bytes)
         memmove(recvbuf + (size_t)rank * bytes, a->sendbuf, bytes);
 

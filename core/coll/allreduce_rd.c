@@ -95,19 +95,10 @@ static cohort_status_t rd_slice(cohort_comm_t *comm, const cohort_coll_args_t *a
 cohort_status_t cohort_allreduce_rd(cohort_comm_t *comm, const cohort_coll_args_t *a)
 {
     int rank = cohort_coll_rank(comm), n = cohort_coll_size(comm);
-    size_t es = a->esize, count = a->count, bytes = count * es;
+    size_t es = a->esize, count = a->count;
     const char *sendbuf = a->sendbuf;
     char *recvbuf = a->recvbuf;
     cohort_status_t st = COHORT_SUCCESS;
-
-    if (bytes == 0)
-        return COHORT_SUCCESS;
-    if (n == 1) {
-        if (sendbuf != recvbuf)
-            memmove(recvbuf, sendbuf, bytes);
-        cohort_reduce_finish(recvbuf, count, a->dtype, a->op, 1);
-        return COHORT_SUCCESS;
-    }
 
     size_t slice = cohort_coll_slice_elems(comm, es, count);
     char *tmp = NULL;

@@ -62,15 +62,6 @@ cohort_status_t cohort_allreduce_ring(cohort_comm_t *comm, const cohort_coll_arg
     int right = ring[(rank + 1) % n], left = ring[(rank + n - 1) % n];
     cohort_status_t st = COHORT_SUCCESS;
 
-    if (count == 0 || es == 0)
-        return COHORT_SUCCESS;
-    if (n == 1) {
-        if (sendbuf != recvbuf)
-            memmove(recvbuf, sendbuf, count * es);
-        cohort_reduce_finish(recvbuf, count, a->dtype, a->op, 1);
-        return COHORT_SUCCESS;
-    }
-
     cohort_ring_ctx_t c;
     if ((st = cohort_ring_init(&c, comm, a, cohort_coll_seg_count(count, n, 0))) != COHORT_SUCCESS)
         return st;

@@ -24,11 +24,7 @@ cohort_status_t cohort_alltoall_pairwise(cohort_comm_t *comm, const cohort_coll_
     char *recvbuf = a->recvbuf;
     cohort_status_t st;
 
-    if (bytes == 0)
-        return COHORT_SUCCESS;
     if (sendbuf == recvbuf) {
-        if (n == 1)
-            return COHORT_SUCCESS;
         size_t piece = cohort_coll_slice_bytes(comm);
         if (piece > bytes)
             piece = bytes;

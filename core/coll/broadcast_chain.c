@@ -38,9 +38,6 @@ cohort_status_t cohort_broadcast_chain(cohort_comm_t *comm, const cohort_coll_ar
     char *buf = a->recvbuf;
     cohort_status_t st = COHORT_SUCCESS;
 
-    if (count == 0 || es == 0 || n == 1)
-        return COHORT_SUCCESS;
-
     int pos, rpos = 0;
     const int *ring = cohort_coll_ring(comm, &pos);
     while (rpos < n && ring[rpos] != a->root)

@@ -16,9 +16,6 @@ cohort_status_t cohort_broadcast_tree(cohort_comm_t *comm, const cohort_coll_arg
     char *buf = a->recvbuf;
     cohort_status_t st;
 
-    if (bytes == 0 || n == 1)
-        return COHORT_SUCCESS;
-
     int v = (rank - a->root + n) % n;
     int mask = 1;
     while (mask < n) {

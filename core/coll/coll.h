@@ -2,10 +2,13 @@
 /* Collective algorithms: one file each in core/coll/, all over core/p2p.h.
  *
  * Each algorithm is a function taking the communicator and the validated arguments. Buffers are
- * host memory. The API layer (core/api.c) has already checked arguments, returned for count == 0
- * and nranks == 1 where that is trivial, set the message tag, and chosen the algorithm with
- * cohort_coll_select(). Algorithms must work for any nranks >= 2 (powers of two or not) and for
- * in-place calls (sendbuf == recvbuf; for allgather/reduce_scatter see cohort.h).
+ * host memory. The API layer (core/api.c) has already checked arguments, set the message tag
+ * and chosen the algorithm with cohort_coll_select(); its dispatch finishes count == 0 (but for
+ * barrier and alltoallv) and nranks == 1 itself, so an algorithm runs only with nranks >= 2 and
+ * count > 0 and has no prologue for either (a hierarchical algorithm's sub-collectives go
+ * through the same dispatch, args->run_sub). Algorithms must work for any nranks >= 2 (powers
+ * of two or not) and for in-place calls (sendbuf == recvbuf; for allgather/reduce_scatter see
+ * cohort.h).
  */
 #ifndef COHORT_CORE_COLL_H
 #define COHORT_CORE_COLL_H

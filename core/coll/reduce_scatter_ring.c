@@ -48,15 +48,6 @@ cohort_status_t cohort_reduce_scatter_ring(cohort_comm_t *comm, const cohort_col
     char *recvbuf = a->recvbuf;
     cohort_status_t st = COHORT_SUCCESS;
 
-    if (bytes == 0)
-        return COHORT_SUCCESS;
-    if (n == 1) {
-        if (sendbuf != recvbuf)
-            memmove(recvbuf, sendbuf, bytes);
-        cohort_reduce_finish(recvbuf, rc, a->dtype, a->op, 1);
-        return COHORT_SUCCESS;
-    }
-
     int pos;
     const int *ring = cohort_coll_ring(comm, &pos);
     /* recvbuf overlapping sendbuf other than in place (cohort_reduce_scatter refuses it, the

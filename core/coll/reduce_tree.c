@@ -33,19 +33,10 @@ cohort_status_t cohort_reduce_tree(cohort_comm_t *comm, const cohort_coll_args_t
     int is_root = rank == a->root;
     cohort_status_t st;
 
-    if (count == 0 || es == 0)
-        return COHORT_SUCCESS;
     if (is_root && !a->recvbuf)
         return cohort_error(COHORT_ERR_INVALID_ARG,
                             "reduce tree: recvbuf is NULL on the root (rank %d); the root needs "
                             "a buffer of count elements for the result", rank);
-    if (n == 1) {
-        if (sendbuf != a->recvbuf)
-            memmove(a->recvbuf, sendbuf, count * es);
-        cohort_reduce_finish(a->recvbuf, count, a->dtype, a->op, 1);
-        return COHORT_SUCCESS;
-    }
-
     int v = (rank - a->root + n) % n;
     int children[MAX_CHILDREN], nc = 0, parent = -1;
     for (int mask = 1; mask < n; mask <<= 1) {
