@@ -567,288 +567,373 @@ static void hier_setup(cohort_comm_t *c, char *plan, size_t planlen)
     free(all);
 }
 
-/* After a local failure, still takes part in the remaining exchange rounds so that the other
- * ranks learn about it instead of waiting. */
-static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_t comm_id,
-                                   int64_t key, int world, double timeout_s, cohort_comm_t **out)
-{
-    *out = NULL;
-    int nboot = boot->nranks, me = boot->rank, n = 0;
-    cohort_comm_t *c = calloc(1, sizeof *c);
-    card_t *cards = calloc((size_t)nboot, sizeof *cards);
-    card_t *mine = calloc(1, sizeof *mine);
-    unsigned char *rows = calloc((size_t)nboot * (size_t)nboot, 1);
-    int *members = calloc((size_t)nboot, sizeof *members);
-    status_msg_t *stats = calloc((size_t)nboot, sizeof *stats);
-    cohort_status_t st = COHORT_SUCCESS;
-    if (!c || !cards || !mine || !rows || !members || !stats) {
-        free(c); free(cards); free(mine); free(rows); free(members); free(stats);
-        return cohort_error(COHORT_ERR_NO_MEMORY, "no memory to create a communicator of %d "
-                            "ranks", nboot);
-    }
-    c->magic = COHORT_COMM_MAGIC;
-    c->comm_id = comm_id;
-    c->rank = -1;
-    atomic_init(&c->aborted, 0);
+/* One communicator's creation (comm_create): four allgather rounds over the bootstrap, each a
+ * function below. A rank that failed locally still takes part in every remaining round, so that
+ * the other ranks learn about it instead of waiting; only a failed allgather (boot_failed) ends
+ * the rounds, since the bootstrap itself is then gone. */
+typedef struct create {
+    cohort_bootstrap_t *boot;
+    int member, world, nboot, me, n;
+    uint64_t comm_id;
+    cohort_comm_t *c;
+    card_t *cards, *mine;
+    unsigned char *rows;          /* nboot x nboot: which plugins reach which rank (round 3) */
+    int *members;                 /* bootstrap ranks of the members, by (key, bootstrap rank) */
+    status_msg_t *stats;
+    int boot_failed;
+} create_t;
 
-    /* Round 1: who is in which communicator, with which key. Our rank in the new communicator
-     * is only known after it, and endpoints need it: they are opened for round 2. */
-    if (member) st = read_settings(c, timeout_s);
-    fill_card(mine, c, member, key, !st);
-    mine->world_rank = boot->world_rank;
-    if (st) {
-        mine->status = st;
-        snprintf(mine->errmsg, sizeof mine->errmsg, "%s", cohort_last_error());
+static cohort_status_t exchange(create_t *cr, const void *mine, void *all, size_t len)
+{
+    cohort_status_t bst = cr->boot->allgather(cr->boot, mine, all, len);
+    if (bst) cr->boot_failed = 1;
+    return bst;
+}
+
+/* The first member's failure that a round's cards report, as this rank's error. */
+static cohort_status_t joined(create_t *cr)
+{
+    for (int r = 0; r < cr->n; r++) {
+        const card_t *cd = &cr->cards[cr->members[r]];
+        if (cd->status)
+            return cohort_error(cd->status, "rank %d (%s) failed to join: %s", r, cd->hostname,
+                                cd->errmsg);
     }
-    cohort_status_t bst = boot->allgather(boot, mine, cards, sizeof *mine);
-    if (bst) {
-        st = bst;
-        goto out;
-    }
-    for (int b = 0; b < nboot; b++)
-        if (cards[b].magic != CARD_MAGIC || cards[b].version != CARD_VERSION) {
-            st = cohort_error(COHORT_ERR_MISMATCH, "rank %d sent a bootstrap card of another "
-                              "cohort version; install the same cohort everywhere", b);
-            goto out;
+    return COHORT_SUCCESS;
+}
+
+static void card_failed(card_t *mine, cohort_status_t st)
+{
+    mine->status = st;
+    snprintf(mine->errmsg, sizeof mine->errmsg, "%s", cohort_last_error());
+}
+
+/* Round 1: who is in which communicator, with which key. This rank's rank in the new
+ * communicator is only known after it, and endpoints need it: they are opened for round 2. */
+static cohort_status_t round_members(create_t *cr, int64_t key, double timeout_s)
+{
+    cohort_comm_t *c = cr->c;
+    cohort_status_t st = COHORT_SUCCESS;
+    if (cr->member) st = read_settings(c, timeout_s);
+    fill_card(cr->mine, c, cr->member, key, !st);
+    cr->mine->world_rank = cr->boot->world_rank;
+    if (st) card_failed(cr->mine, st);
+    cohort_status_t bst = exchange(cr, cr->mine, cr->cards, sizeof *cr->mine);
+    if (bst) return bst;
+    for (int b = 0; b < cr->nboot; b++)
+        if (cr->cards[b].magic != CARD_MAGIC || cr->cards[b].version != CARD_VERSION) {
+            cr->boot_failed = 1;   /* the rounds cannot go on with cards they cannot read */
+            return cohort_error(COHORT_ERR_MISMATCH, "rank %d sent a bootstrap card of another "
+                                "cohort version; install the same cohort everywhere", b);
         }
-    /* members of my communicator, ordered by (key, bootstrap rank) */
-    if (member) {
-        for (int b = 0; b < nboot; b++)
-            if (cards[b].member && cards[b].comm_id == comm_id) {
-                int pos = n++;
-                while (pos > 0 && cards[members[pos - 1]].key > cards[b].key) {
-                    members[pos] = members[pos - 1];
-                    pos--;
-                }
-                members[pos] = b;
+    if (!cr->member) return st;
+    int n = 0;
+    for (int b = 0; b < cr->nboot; b++)
+        if (cr->cards[b].member && cr->cards[b].comm_id == cr->comm_id) {
+            int pos = n++;
+            while (pos > 0 && cr->cards[cr->members[pos - 1]].key > cr->cards[b].key) {
+                cr->members[pos] = cr->members[pos - 1];
+                pos--;
             }
-        c->nranks = n;
-        for (int r = 0; r < n; r++)
-            if (members[r] == me) c->rank = r;
-        /* the job's rank of each member, when all are ranks of a job with a control channel */
-        int known = 1;
-        for (int r = 0; r < n; r++) known &= cards[members[r]].world_rank >= 0;
-        if (known && n > 1 && (c->world_of = malloc((size_t)n * sizeof *c->world_of)))
-            for (int r = 0; r < n; r++) c->world_of[r] = cards[members[r]].world_rank;
-        for (int r = 0; r < n && !st; r++)
-            if (cards[members[r]].status) {
-                st = cohort_error(cards[members[r]].status, "rank %d (%s) failed to join: %s", r,
-                                  cards[members[r]].hostname, cards[members[r]].errmsg);
-            }
+            cr->members[pos] = b;
+        }
+    cr->n = c->nranks = n;
+    for (int r = 0; r < n; r++)
+        if (cr->members[r] == cr->me) c->rank = r;
+    /* the job's rank of each member, when all are ranks of a job with a control channel */
+    int known = 1;
+    for (int r = 0; r < n; r++) known &= cr->cards[cr->members[r]].world_rank >= 0;
+    if (known && n > 1 && (c->world_of = malloc((size_t)n * sizeof *c->world_of)))
+        for (int r = 0; r < n; r++) c->world_of[r] = cr->cards[cr->members[r]].world_rank;
+    return st ? st : joined(cr);
+}
+
+/* Round 2: endpoint addresses, and the members' versions checked against each other. */
+static cohort_status_t round_endpoints(create_t *cr, cohort_status_t st)
+{
+    if (cr->member && !st) {
+        cr->mine->nplugins = 0;
+        st = open_endpoints(cr->c, cr->mine);
     }
-    /* Round 2: endpoint addresses. */
-    if (member && !st) {
-        mine->nplugins = 0;
-        st = open_endpoints(c, mine);
+    if (st) card_failed(cr->mine, st);
+    cohort_status_t bst = exchange(cr, cr->mine, cr->cards, sizeof *cr->mine);
+    if (bst) return bst;
+    if (cr->member && !st) {
+        st = joined(cr);
+        if (!st) st = check_versions(cr->c, cr->cards, cr->members);
     }
-    if (st) {
-        mine->status = st;
-        snprintf(mine->errmsg, sizeof mine->errmsg, "%s", cohort_last_error());
-    }
-    if ((bst = boot->allgather(boot, mine, cards, sizeof *mine))) {
-        st = bst;
-        goto out;
-    }
-    if (member && !st) {
-        for (int r = 0; r < n && !st; r++)
-            if (cards[members[r]].status)
-                st = cohort_error(cards[members[r]].status, "rank %d (%s) failed to join: %s", r,
-                                  cards[members[r]].hostname, cards[members[r]].errmsg);
-        if (!st) st = check_versions(c, cards, members);
-    }
-    /* Round 3: which peers each transport can reach. */
-    unsigned char *row = rows + (size_t)me * nboot;
-    if (member && !st) {
-        for (int r = 0; r < n; r++) {
-            int b = members[r];
-            if (b == me) continue;
-            for (uint32_t i = 0; i < mine->nplugins; i++) {
-                int li = local_plugin_index(c, mine->plugins[i].name);
-                const card_plugin_t *peer_pl = NULL;
-                int j = card_plugin_index(&cards[b], mine->plugins[i].name);
-                if (j >= 0) peer_pl = &cards[b].plugins[j];
+    return st;
+}
+
+/* Round 3: which peers each of this rank's transports can reach (one row of bits per rank). */
+static cohort_status_t round_reach(create_t *cr, cohort_status_t st)
+{
+    cohort_comm_t *c = cr->c;
+    unsigned char *row = cr->rows + (size_t)cr->me * (size_t)cr->nboot;
+    if (cr->member && !st) {
+        for (int r = 0; r < cr->n; r++) {
+            int b = cr->members[r];
+            if (b == cr->me) continue;
+            for (uint32_t i = 0; i < cr->mine->nplugins; i++) {
+                int li = local_plugin_index(c, cr->mine->plugins[i].name);
+                int j = card_plugin_index(&cr->cards[b], cr->mine->plugins[i].name);
+                const card_plugin_t *peer_pl = j >= 0 ? &cr->cards[b].plugins[j] : NULL;
                 if (li >= 0 && peer_pl &&
                     c->plugins[li]->ops->can_reach(c->eps[li], r, peer_pl->addr, peer_pl->addrlen))
                     row[b] |= (unsigned char)(1u << i);
             }
         }
     }
-    {
-        unsigned char *myrow = malloc((size_t)nboot);
-        if (!myrow) {
-            st = cohort_error(COHORT_ERR_NO_MEMORY, "no memory");
-            goto out;
-        }
-        memcpy(myrow, row, (size_t)nboot);
-        bst = boot->allgather(boot, myrow, rows, (size_t)nboot);
-        free(myrow);
-        if (bst) {
-            st = bst;
-            goto out;
-        }
+    unsigned char *myrow = malloc((size_t)cr->nboot);
+    if (!myrow) {
+        cr->boot_failed = 1;
+        return cohort_error(COHORT_ERR_NO_MEMORY, "no memory");
     }
-    if (member && !st) {
-        c->peers = calloc((size_t)n, sizeof *c->peers);
-        if (!c->peers) st = cohort_error(COHORT_ERR_NO_MEMORY, "no memory for %d peers", n);
-        /* the pairwise choice, checked for every pair so all ranks fail together */
-        for (int a = 0; a < n && !st; a++)
-            for (int b = a + 1; b < n && !st; b++)
-                if (choose(cards, rows, nboot, members[a], members[b]) < 0) {
-                    char pa[128], pb[128];
-                    const card_t *ca = &cards[members[a]], *cb = &cards[members[b]];
-                    describe_plugins(ca, pa, sizeof pa);
-                    describe_plugins(cb, pb, sizeof pb);
-                    st = cohort_error(COHORT_ERR_MISMATCH, "no transport connects rank %d (%s, "
-                                      "loaded: %s; interfaces: %.224s) and rank %d (%s, loaded: "
-                                      "%s; interfaces: %.224s): none of the interfaces answered "
-                                      "from the other side (COHORT_DEBUG=INFO shows each probe). "
-                                      "Load the same transports everywhere (COHORT_TRANSPORTS) "
-                                      "and set COHORT_SOCKET_IFNAME to interfaces the hosts "
-                                      "share (e.g. eth,ens for different names per host)", a,
-                                      ca->hostname, pa, ca->netifs, b, cb->hostname, pb,
-                                      cb->netifs);
-                }
-        if (!st) st = build_layout(c, cards, members, n);
-        for (int r = 0; r < n && !st; r++) {
-            const card_t *cr = &cards[members[r]];
-            cohort_peer_t *peer = &c->peers[r];
-            snprintf(peer->host, sizeof peer->host, "%s", cr->hostname);
-            if (r == c->rank) {
-                peer->plugin = -1;
+    memcpy(myrow, row, (size_t)cr->nboot);
+    cohort_status_t bst = exchange(cr, myrow, cr->rows, (size_t)cr->nboot);
+    free(myrow);
+    return bst ? bst : st;
+}
+
+/* The transport of every pair (all ranks check every pair, so that all fail together). */
+static cohort_status_t check_pairs(create_t *cr)
+{
+    for (int a = 0; a < cr->n; a++)
+        for (int b = a + 1; b < cr->n; b++) {
+            if (choose(cr->cards, cr->rows, cr->nboot, cr->members[a], cr->members[b]) >= 0)
                 continue;
-            }
-            int lo = members[r] < me ? members[r] : me;
-            int ci = choose(cards, rows, nboot, me, members[r]);
-            const char *name = cards[lo].plugins[ci].name;
-            peer->plugin = local_plugin_index(c, name);
-            int j = card_plugin_index(cr, name);
-            const cohort_transport_v1_t *ops = c->plugins[peer->plugin]->ops;
-            cohort_tp_ep_t ep = c->eps[peer->plugin];
-            st = r < c->rank ? ops->connect(ep, r, cr->plugins[j].addr, cr->plugins[j].addrlen,
-                                            &peer->conn)
-                             : ops->accept(ep, r, &peer->conn);
-            if (st) {
-                peer->conn = NULL;
-                cohort_error_prefix("rank %d starting a %s connection to rank %d (%s)", c->rank,
-                                    name, r, cr->hostname);
-            }
+            char pa[128], pb[128];
+            const card_t *ca = &cr->cards[cr->members[a]], *cb = &cr->cards[cr->members[b]];
+            describe_plugins(ca, pa, sizeof pa);
+            describe_plugins(cb, pb, sizeof pb);
+            return cohort_error(COHORT_ERR_MISMATCH, "no transport connects rank %d (%s, "
+                                "loaded: %s; interfaces: %.224s) and rank %d (%s, loaded: "
+                                "%s; interfaces: %.224s): none of the interfaces answered "
+                                "from the other side (COHORT_DEBUG=INFO shows each probe). "
+                                "Load the same transports everywhere (COHORT_TRANSPORTS) "
+                                "and set COHORT_SOCKET_IFNAME to interfaces the hosts "
+                                "share (e.g. eth,ens for different names per host)", a,
+                                ca->hostname, pa, ca->netifs, b, cb->hostname, pb, cb->netifs);
         }
-        /* More ranks than cores to run them: waits must yield, not spin (see p2p.c). Counted
-         * over the ranks on this machine (same boot id, whatever COHORT_HOSTID says: containers
-         * or network namespaces on one host share its CPUs) whose affinity overlaps ours,
-         * against the CPUs they may use between them. */
-        int sharing = 0, ncpu = 0;
-        uint64_t uni[16] = { 0 };
-        for (int r = 0; r < n; r++) {
-            const card_t *cr = &cards[members[r]];
-            int overlap = 0;
-            for (int w = 0; w < 16; w++) overlap |= (cr->cpumask[w] & mine->cpumask[w]) != 0;
-            if (strncmp(cr->bootid, mine->bootid, sizeof mine->bootid) || !overlap) continue;
-            sharing++;
-            for (int w = 0; w < 16; w++) uni[w] |= cr->cpumask[w];
+    return COHORT_SUCCESS;
+}
+
+/* connect or accept, with the transport round 3 chose, for every peer */
+static cohort_status_t start_connections(create_t *cr)
+{
+    cohort_comm_t *c = cr->c;
+    for (int r = 0; r < cr->n; r++) {
+        const card_t *cd = &cr->cards[cr->members[r]];
+        cohort_peer_t *peer = &c->peers[r];
+        snprintf(peer->host, sizeof peer->host, "%s", cd->hostname);
+        if (r == c->rank) {
+            peer->plugin = -1;
+            continue;
         }
-        for (int w = 0; w < 16; w++) ncpu += __builtin_popcountll(uni[w]);
-        if (ncpu == 0) ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
-        c->oversubscribed = ncpu > 0 && (sharing > ncpu || c->local_size > ncpu);
-        c->cpu_sharing = sharing > c->local_size ? sharing : c->local_size;
-        c->cpus = ncpu;
-        if (!st) st = connect_all(c, boot);
-        if (!st) {
-            close_unused_endpoints(c);
-        } else {
-            /* tell the others now, first through the bootstrap (so that this failure, the
-             * cause, is the one reported), then by closing: they may be waiting for us */
-            if (boot->fail) boot->fail(boot, cohort_last_error());
-            if (c->eps) abandon_endpoints(c);
+        int lo = cr->members[r] < cr->me ? cr->members[r] : cr->me;
+        int ci = choose(cr->cards, cr->rows, cr->nboot, cr->me, cr->members[r]);
+        const char *name = cr->cards[lo].plugins[ci].name;
+        peer->plugin = local_plugin_index(c, name);
+        int j = card_plugin_index(cd, name);
+        const cohort_transport_v1_t *ops = c->plugins[peer->plugin]->ops;
+        cohort_tp_ep_t ep = c->eps[peer->plugin];
+        cohort_status_t st = r < c->rank ? ops->connect(ep, r, cd->plugins[j].addr,
+                                                        cd->plugins[j].addrlen, &peer->conn)
+                                         : ops->accept(ep, r, &peer->conn);
+        if (st) {
+            peer->conn = NULL;
+            cohort_error_prefix("rank %d starting a %s connection to rank %d (%s)", c->rank,
+                                name, r, cd->hostname);
+            return st;
         }
     }
-    /* Round 4: everyone says whether it got connected, so failures are shared. */
+    return COHORT_SUCCESS;
+}
+
+/* More ranks than cores to run them: waits must yield, not spin (see p2p.c). Counted over the
+ * ranks on this machine (same boot id, whatever COHORT_HOSTID says: containers or network
+ * namespaces on one host share its CPUs) whose affinity overlaps ours, against the CPUs they may
+ * use between them. */
+static void count_sharing(create_t *cr)
+{
+    cohort_comm_t *c = cr->c;
+    int sharing = 0, ncpu = 0;
+    uint64_t uni[16] = { 0 };
+    for (int r = 0; r < cr->n; r++) {
+        const card_t *cd = &cr->cards[cr->members[r]];
+        int overlap = 0;
+        for (int w = 0; w < 16; w++) overlap |= (cd->cpumask[w] & cr->mine->cpumask[w]) != 0;
+        if (strncmp(cd->bootid, cr->mine->bootid, sizeof cr->mine->bootid) || !overlap) continue;
+        sharing++;
+        for (int w = 0; w < 16; w++) uni[w] |= cd->cpumask[w];
+    }
+    for (int w = 0; w < 16; w++) ncpu += __builtin_popcountll(uni[w]);
+    if (ncpu == 0) ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    c->oversubscribed = ncpu > 0 && (sharing > ncpu || c->local_size > ncpu);
+    c->cpu_sharing = sharing > c->local_size ? sharing : c->local_size;
+    c->cpus = ncpu;
+}
+
+/* Between rounds 3 and 4: the peers, the layout, the connections. */
+static cohort_status_t connect_peers(create_t *cr)
+{
+    cohort_comm_t *c = cr->c;
+    c->peers = calloc((size_t)cr->n, sizeof *c->peers);
+    cohort_status_t st = c->peers ? COHORT_SUCCESS
+                                  : cohort_error(COHORT_ERR_NO_MEMORY, "no memory for %d peers",
+                                                 cr->n);
+    if (!st) st = check_pairs(cr);
+    if (!st) st = build_layout(c, cr->cards, cr->members, cr->n);
+    if (!st) st = start_connections(cr);
+    count_sharing(cr);
+    if (!st) st = connect_all(c, cr->boot);
+    if (!st) {
+        close_unused_endpoints(c);
+    } else {
+        /* tell the others now, first through the bootstrap (so that this failure, the cause,
+         * is the one reported), then by closing: they may be waiting for us */
+        if (cr->boot->fail) cr->boot->fail(cr->boot, cohort_last_error());
+        if (c->eps) abandon_endpoints(c);
+    }
+    return st;
+}
+
+/* Round 4: everyone says whether it got connected, so failures are shared, and which
+ * collectives its transport could run itself: they run there only if every member agrees. */
+static cohort_status_t round_status(create_t *cr, cohort_status_t st)
+{
+    cohort_comm_t *c = cr->c;
     status_msg_t sm = { st, "", "", 0 };
     if (st) snprintf(sm.msg, sizeof sm.msg, "%s", cohort_last_error());
-    else if (member) coll_candidate(c, &sm);
-    if ((bst = boot->allgather(boot, &sm, stats, sizeof sm))) {
-        st = bst;
+    else if (cr->member) coll_candidate(c, &sm);
+    cohort_status_t bst = exchange(cr, &sm, cr->stats, sizeof sm);
+    if (bst) return bst;
+    if (!cr->member || st) return st;
+    for (int r = 0; r < cr->n; r++)
+        if (cr->stats[cr->members[r]].status)
+            return cohort_error(COHORT_ERR_PEER_LOST, "rank %d (%s) could not join the "
+                                "communicator: %.252s", r, cr->cards[cr->members[r]].hostname,
+                                cr->stats[cr->members[r]].msg);
+    if (!sm.coll_mask) return COHORT_SUCCESS;
+    int agree = 1;
+    for (int r = 0; r < cr->n && agree; r++)
+        agree = cr->stats[cr->members[r]].coll_mask == sm.coll_mask &&
+                !strncmp(cr->stats[cr->members[r]].coll_plugin, sm.coll_plugin,
+                         sizeof sm.coll_plugin);
+    if (agree) {
+        c->coll_plugin = local_plugin_index(c, sm.coll_plugin);
+        c->coll_mask = sm.coll_mask;
+    } else if (c->rank == 0) {
+        cohort_log(COHORT_LOG_INFO, SUBSYS, "the ranks differ on which transport could run "
+                   "collectives itself: the core's algorithms run them");
+    }
+    return COHORT_SUCCESS;
+}
+
+/* rank 0's INFO line: the transports in use, the ring, the hierarchy's plan */
+static void log_ready(create_t *cr, const char *plan)
+{
+    cohort_comm_t *c = cr->c;
+    int n = cr->n;
+    char tp[256] = "";
+    size_t used = 0;
+    for (int i = 0; i < c->nplugins; i++) {
+        int users = 0;
+        for (int p = 0; p < n; p++) users += c->peers[p].plugin == i;
+        if (users)
+            used += (size_t)snprintf(tp + used, sizeof tp - used, "%s%s (%d peers)",
+                                     used ? ", " : "", c->plugins[i]->name, users);
+    }
+    char ring[160] = "";
+    for (int p = 0, rl = 0; p < n && rl < (int)sizeof ring - 16; p++)
+        rl += snprintf(ring + rl, sizeof ring - (size_t)rl, "%s%d", p ? " " : "; ring ",
+                       c->ring[p]);
+    if (n > 24) snprintf(ring, sizeof ring, "; ring of %d ranks (COHORT_TOPO_DUMP shows it)", n);
+    cohort_log(COHORT_LOG_INFO, SUBSYS, "communicator %016llx ready: %d ranks on %d node(s); "
+               "rank 0 uses %s%s%s%s%s%s", (unsigned long long)c->comm_id, n, c->node_count,
+               n > 1 ? tp : "no transport (single rank)",
+               c->coll_plugin >= 0 ? "; collectives run by " : "",
+               c->coll_plugin >= 0 ? c->plugins[c->coll_plugin]->name : "", ring,
+               c->node_count > 1 ? "; " : "", c->node_count > 1 ? plan : "");
+}
+
+/* A member's communicator after the rounds: the hierarchy, the topology report
+ * (COHORT_TOPO_DUMP, world only), the INFO line, the abort line, the timeline. */
+static cohort_status_t finish(create_t *cr)
+{
+    cohort_comm_t *c = cr->c;
+    char plan[400];
+    hier_setup(c, plan, sizeof plan);
+    const char *dump = cohort_config_get("COHORT_TOPO_DUMP");
+    if (cr->world && c->rank == 0 && dump && *dump) {
+        cohort_job_rank_t *jr = calloc((size_t)cr->n, sizeof *jr);
+        if (jr) {
+            for (int r = 0; r < cr->n; r++) {
+                const card_t *cd = &cr->cards[cr->members[r]];
+                jr[r] = (cohort_job_rank_t){ c->node_of[r], c->local_of[r], cd->package,
+                                             cd->numa, cd->core, "", cd->hostname, cd->nic };
+                snprintf(jr[r].cpus, sizeof jr[r].cpus, "%s", cd->cpus);
+            }
+            if (cohort_job_dump(dump, jr, cr->n, c->ring, plan) == COHORT_SUCCESS)
+                cohort_log(COHORT_LOG_INFO, SUBSYS, "topology report written to %s", dump);
+            free(jr);
+        }
+    }
+    if (c->rank == 0) log_ready(cr, plan);
+    set_abort_line(c);
+    return cohort_timeline_attach(c);
+}
+
+/* Creates the communicator comm_id of the bootstrap's ranks that are members (member: this rank
+ * is one), ordered by key: the rounds above. *out only for a member, on success. */
+static cohort_status_t comm_create(cohort_bootstrap_t *boot, int member, uint64_t comm_id,
+                                   int64_t key, int world, double timeout_s, cohort_comm_t **out)
+{
+    *out = NULL;
+    int nboot = boot->nranks;
+    create_t cr = { .boot = boot, .member = member, .world = world, .nboot = nboot,
+                    .me = boot->rank, .comm_id = comm_id };
+    cr.c = calloc(1, sizeof *cr.c);
+    cr.cards = calloc((size_t)nboot, sizeof *cr.cards);
+    cr.mine = calloc(1, sizeof *cr.mine);
+    cr.rows = calloc((size_t)nboot * (size_t)nboot, 1);
+    cr.members = calloc((size_t)nboot, sizeof *cr.members);
+    cr.stats = calloc((size_t)nboot, sizeof *cr.stats);
+    cohort_status_t st = COHORT_SUCCESS;
+    if (!cr.c || !cr.cards || !cr.mine || !cr.rows || !cr.members || !cr.stats) {
+        st = cohort_error(COHORT_ERR_NO_MEMORY, "no memory to create a communicator of %d ranks",
+                          nboot);
+        free(cr.c);
+        cr.c = NULL;
         goto out;
     }
-    if (member && !st)
-        for (int r = 0; r < n && !st; r++)
-            if (stats[members[r]].status)
-                st = cohort_error(COHORT_ERR_PEER_LOST, "rank %d (%s) could not join the "
-                                  "communicator: %.252s", r, cards[members[r]].hostname,
-                                  stats[members[r]].msg);
-    if (member && !st && sm.coll_mask) {
-        /* collectives by the transport only if every member would run the same ones */
-        int agree = 1;
-        for (int r = 0; r < n && agree; r++)
-            agree = stats[members[r]].coll_mask == sm.coll_mask &&
-                    !strncmp(stats[members[r]].coll_plugin, sm.coll_plugin,
-                             sizeof sm.coll_plugin);
-        if (agree) {
-            c->coll_plugin = local_plugin_index(c, sm.coll_plugin);
-            c->coll_mask = sm.coll_mask;
-        } else if (c->rank == 0) {
-            cohort_log(COHORT_LOG_INFO, SUBSYS, "the ranks differ on which transport could run "
-                       "collectives itself: the core's algorithms run them");
-        }
-    }
-out:
+    cohort_comm_t *c = cr.c;
+    c->magic = COHORT_COMM_MAGIC;
+    c->comm_id = comm_id;
+    c->rank = -1;
+    atomic_init(&c->aborted, 0);
+    st = round_members(&cr, key, timeout_s);
+    if (!cr.boot_failed) st = round_endpoints(&cr, st);
+    if (!cr.boot_failed) st = round_reach(&cr, st);
+    if (!cr.boot_failed && member && !st) st = connect_peers(&cr);
+    if (!cr.boot_failed) st = round_status(&cr, st);
     if (!st && member) {
-        char plan[400];
-        hier_setup(c, plan, sizeof plan);
-        const char *dump = cohort_config_get("COHORT_TOPO_DUMP");
-        if (world && c->rank == 0 && dump && *dump) {
-            cohort_job_rank_t *jr = calloc((size_t)n, sizeof *jr);
-            if (jr) {
-                for (int r = 0; r < n; r++) {
-                    const card_t *cr = &cards[members[r]];
-                    jr[r] = (cohort_job_rank_t){ c->node_of[r], c->local_of[r], cr->package,
-                                                 cr->numa, cr->core, "", cr->hostname, cr->nic };
-                    snprintf(jr[r].cpus, sizeof jr[r].cpus, "%s", cr->cpus);
-                }
-                if (cohort_job_dump(dump, jr, n, c->ring, plan) == COHORT_SUCCESS)
-                    cohort_log(COHORT_LOG_INFO, SUBSYS, "topology report written to %s", dump);
-                free(jr);
-            }
-        }
-        if (c->rank == 0) {
-            char tp[256] = "";
-            size_t used = 0;
-            for (int i = 0; i < c->nplugins; i++) {
-                int users = 0;
-                for (int p = 0; p < n; p++) users += c->peers[p].plugin == i;
-                if (users)
-                    used += (size_t)snprintf(tp + used, sizeof tp - used, "%s%s (%d peers)",
-                                             used ? ", " : "", c->plugins[i]->name, users);
-            }
-            char ring[160] = "";
-            for (int p = 0, rl = 0; p < n && rl < (int)sizeof ring - 16; p++)
-                rl += snprintf(ring + rl, sizeof ring - (size_t)rl, "%s%d", p ? " " : "; ring ",
-                               c->ring[p]);
-            if (n > 24) snprintf(ring, sizeof ring, "; ring of %d ranks (COHORT_TOPO_DUMP "
-                                 "shows it)", n);
-            cohort_log(COHORT_LOG_INFO, SUBSYS, "communicator %016llx ready: %d ranks on %d "
-                       "node(s); rank 0 uses %s%s%s%s%s%s", (unsigned long long)c->comm_id, n,
-                       c->node_count, n > 1 ? tp : "no transport (single rank)",
-                       c->coll_plugin >= 0 ? "; collectives run by " : "",
-                       c->coll_plugin >= 0 ? c->plugins[c->coll_plugin]->name : "", ring,
-                       c->node_count > 1 ? "; " : "", c->node_count > 1 ? plan : "");
-        }
-        set_abort_line(c);
-        if ((st = cohort_timeline_attach(c))) {
+        if ((st = finish(&cr))) {
             cohort_comm_destroy(c);
             c = NULL;
         }
         *out = c;
     } else {
         c->magic = COHORT_COMM_MAGIC;
-        if (c->plugins) c->nranks = c->peers ? n : 0;
+        if (c->plugins) c->nranks = c->peers ? cr.n : 0;
         cohort_comm_destroy(c);
     }
-    free(cards);
-    free(mine);
-    free(rows);
-    free(members);
-    free(stats);
+out:
+    free(cr.cards);
+    free(cr.mine);
+    free(cr.rows);
+    free(cr.members);
+    free(cr.stats);
     return st;
 }
 
