@@ -1067,7 +1067,7 @@ static int run_placement(bench_t *b, const geom_t *g, cohort_dtype_t dt, cohort_
     if (b->o.check && coll != C_BARRIER)
         fill(b, g, &v, inplace);
     st = run_coll(b, g, dt, op, inplace, 0);
-    if (st != COHORT_SUCCESS) {
+    if (st) {
         call_failed(b, "checked call", g, dt, op, inplace, st);
         return -1;
     }
@@ -1084,13 +1084,13 @@ static int run_placement(bench_t *b, const geom_t *g, cohort_dtype_t dt, cohort_
     double us;
     for (int it = 0; it < b->o.warmup; it++) {
         st = one_call(b, g, dt, op, inplace, total * ((size_t)it % steps), &us);
-        if (st != COHORT_SUCCESS) {
+        if (st) {
             call_failed(b, "warm-up", g, dt, op, inplace, st);
             return -1;
         }
     }
     st = cohort_barrier(b->comm);
-    if (st != COHORT_SUCCESS) {
+    if (st) {
         call_failed(b, "barrier before the timed loop", g, dt, op, inplace, st);
         return -1;
     }
@@ -1116,7 +1116,7 @@ static int run_placement(bench_t *b, const geom_t *g, cohort_dtype_t dt, cohort_
         if (ring) {
             st = timed_round(b, g, dt, op, inplace, it, end, parts, ring);
             it = end;
-            if (st != COHORT_SUCCESS) {
+            if (st) {
                 call_failed(b, "timed call", g, dt, op, inplace, st);
                 free(ring);
                 return -1;
@@ -1124,7 +1124,7 @@ static int run_placement(bench_t *b, const geom_t *g, cohort_dtype_t dt, cohort_
         }
         for (; it < end; it++) {
             st = one_call(b, g, dt, op, inplace, total * ((size_t)it % steps), &us);
-            if (st != COHORT_SUCCESS) {
+            if (st) {
                 call_failed(b, "timed call", g, dt, op, inplace, st);
                 return -1;
             }
@@ -1325,7 +1325,7 @@ static int bench_size(bench_t *b, size_t size, cohort_dtype_t dt, cohort_op_t op
                                           COHORT_FLOAT64, COHORT_MAX);
     if (st == COHORT_SUCCESS)
         st = cohort_allreduce(b->comm, smin, smout, 2, COHORT_FLOAT64, COHORT_SUM);
-    if (st != COHORT_SUCCESS) {
+    if (st) {
         call_failed(b, "reducing the timings (float64 allreduce)", &g, dt, op, 0, st);
         return -1;
     }
@@ -1686,7 +1686,7 @@ int main(int argc, char **argv)
     }
 
     cohort_status_t st = cohort_comm_init(&b.comm);
-    if (st != COHORT_SUCCESS) {
+    if (st) {
         fprintf(stderr, "cohort-bench: cohort_comm_init failed: %s: %s\n", cohort_strerror(st),
                 cohort_last_error());
         return 1;
@@ -1812,7 +1812,7 @@ int main(int argc, char **argv)
         free(b.recvbuf);
     }
     st = cohort_comm_destroy(b.comm);
-    if (st != COHORT_SUCCESS && !b.failed) {
+    if (st && !b.failed) {
         fprintf(stderr, "cohort-bench: rank %d: cohort_comm_destroy failed: %s: %s\n", b.rank,
                 cohort_strerror(st), cohort_last_error());
         rc = 1;

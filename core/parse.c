@@ -366,7 +366,7 @@ cohort_status_t cohort_ifspec_parse(const char *what, const char *text, cohort_i
                                 what, quote(all, q), COHORT_IFSPEC_MAX);
         cohort_status_t st = ifspec_entry(what, all, span_trim(item),
                                           &spec->entries[spec->count]);
-        if (st != COHORT_SUCCESS)
+        if (st)
             return st;
         spec->count++;
     }
@@ -583,7 +583,7 @@ static cohort_status_t hosts_done(cohort_status_t st, host_list_t *l, const char
 {
     if (st == COHORT_SUCCESS && l->n == 0)
         st = cohort_error(COHORT_ERR_INVALID_ARG, "%s names no hosts", what);
-    if (st != COHORT_SUCCESS) {
+    if (st) {
         free(l->v);
         return st;
     }
@@ -741,7 +741,7 @@ cohort_status_t cohort_hostfile_parse(const char *path, cohort_host_slots_t **ho
     if (path == NULL || *path == '\0')
         return cohort_error(COHORT_ERR_INVALID_ARG, "hostfile: no path given");
     cohort_status_t st = read_file(path, &text);
-    if (st != COHORT_SUCCESS)
+    if (st)
         return st;
     st = cohort_hostfile_parse_text(path, text, hosts, count);
     free(text);

@@ -212,7 +212,7 @@ cohort_status_t cohort_plugin_open(const char *path, cohort_plugin_t **out)
     p->ops = t;
     cohort_error_clear();
     st = t->init(&host_table, &p->ctx);
-    if (st != COHORT_SUCCESS) {
+    if (st) {
         char why[1024];
         snprintf(why, sizeof why, "%s", cohort_last_error()[0] ? cohort_last_error()
                  : "init gave no reason");
@@ -225,7 +225,7 @@ cohort_status_t cohort_plugin_open(const char *path, cohort_plugin_t **out)
     }
     p->attr.size = sizeof p->attr;
     st = t->get_attr(p->ctx, &p->attr);
-    if (st != COHORT_SUCCESS) {
+    if (st) {
         t->finalize(p->ctx);
         dlclose(dl);
         free(p);

@@ -98,7 +98,7 @@ static int show_interfaces(void)
     }
     const cohort_netif_t *use;
     const char *spec = cohort_config_get("COHORT_SOCKET_IFNAME");
-    if (cohort_netifs(&use, &n) != COHORT_SUCCESS) {
+    if (cohort_netifs(&use, &n)) {
         printf("Interfaces cohort would use: none: %s\n", cohort_last_error());
         return 1;
     }
@@ -207,7 +207,7 @@ static void print_index(int width, int v)
 static int show_topology(const topo_job_t *job)
 {
     cohort_topo_t *t;
-    if (cohort_topo_load(job->file, &t) != COHORT_SUCCESS) {
+    if (cohort_topo_load(job->file, &t)) {
         fprintf(stderr, "cohort-info --topology: %s\n", cohort_last_error());
         return 1;
     }
@@ -244,8 +244,8 @@ static int show_topology(const topo_job_t *job)
             long rank = job->map_by_node ? l * nodes + node : node * rpn + l;
             int core = (int)(l * c.cores / rpn);
             char cpus[64];
-            if (cohort_topo_core_cpus(t, core, cpus, sizeof cpus) != COHORT_SUCCESS ||
-                cohort_topo_place_cpus(t, cpus, &places[rank]) != COHORT_SUCCESS) {
+            if (cohort_topo_core_cpus(t, core, cpus, sizeof cpus) ||
+                cohort_topo_place_cpus(t, cpus, &places[rank])) {
                 fprintf(stderr, "cohort-info --topology: local rank %ld: %s\n", l,
                         cohort_last_error());
                 rc = 1;

@@ -35,7 +35,7 @@ cohort_status_t cohort_allgather_ring(cohort_comm_t *comm, const cohort_coll_arg
                 COHORT_SUCCESS ||
             (st = cohort_p2p_isend(comm, right, recvbuf + (size_t)sblk * bytes, bytes, &rq[1])) !=
                 COHORT_SUCCESS ||
-            (st = cohort_p2p_waitall(comm, rq, 2)) != COHORT_SUCCESS)
+            (st = cohort_p2p_waitall(comm, rq, 2)))
             return st;
     }
     return COHORT_SUCCESS;

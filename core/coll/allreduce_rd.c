@@ -51,10 +51,10 @@ static cohort_status_t rd_slice(cohort_comm_t *comm, const cohort_coll_args_t *a
          * receive is posted only once the send is done, as in place it targets the same
          * memory (the result cannot arrive earlier anyway). */
         cohort_preq_t rq;
-        if ((st = cohort_p2p_isend(comm, rank - p2, cur, bytes, &rq)) != COHORT_SUCCESS ||
-            (st = cohort_p2p_waitall(comm, &rq, 1)) != COHORT_SUCCESS)
+        if ((st = cohort_p2p_isend(comm, rank - p2, cur, bytes, &rq)) ||
+            (st = cohort_p2p_waitall(comm, &rq, 1)))
             return st;
-        if ((st = cohort_p2p_irecv(comm, rank - p2, recvbuf, bytes, &rq)) != COHORT_SUCCESS)
+        if ((st = cohort_p2p_irecv(comm, rank - p2, recvbuf, bytes, &rq)))
             return st;
         return cohort_p2p_waitall(comm, &rq, 1);
     }
@@ -62,9 +62,9 @@ static cohort_status_t rd_slice(cohort_comm_t *comm, const cohort_coll_args_t *a
     if (rank < extra) {
         /* We are the lower rank of the pair (rank, rank + p2). */
         cohort_preq_t rq;
-        if ((st = cohort_p2p_irecv(comm, rank + p2, tmp, bytes, &rq)) != COHORT_SUCCESS)
+        if ((st = cohort_p2p_irecv(comm, rank + p2, tmp, bytes, &rq)))
             return st;
-        if ((st = cohort_p2p_waitall(comm, &rq, 1)) != COHORT_SUCCESS)
+        if ((st = cohort_p2p_waitall(comm, &rq, 1)))
             return st;
         cohort_reduce_local3(recvbuf, cur, tmp, count, a->dtype, a->op);
         cur = recvbuf;
@@ -73,7 +73,7 @@ static cohort_status_t rd_slice(cohort_comm_t *comm, const cohort_coll_args_t *a
     for (int d = 1; d < p2; d *= 2) {
         int partner = rank ^ d;
         st = cohort_p2p_sendrecv(comm, partner, cur, bytes, partner, tmp, bytes);
-        if (st != COHORT_SUCCESS)
+        if (st)
             return st;
         if (rank < partner)
             cohort_reduce_local3(recvbuf, cur, tmp, count, a->dtype, a->op);
@@ -85,7 +85,7 @@ static cohort_status_t rd_slice(cohort_comm_t *comm, const cohort_coll_args_t *a
 
     if (rank < extra) {
         cohort_preq_t rq;
-        if ((st = cohort_p2p_isend(comm, rank + p2, recvbuf, bytes, &rq)) != COHORT_SUCCESS)
+        if ((st = cohort_p2p_isend(comm, rank + p2, recvbuf, bytes, &rq)))
             return st;
         return cohort_p2p_waitall(comm, &rq, 1);
     }

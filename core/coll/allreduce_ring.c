@@ -43,9 +43,9 @@ static cohort_status_t xfer(cohort_comm_t *comm, int dst, const void *sbuf, size
     cohort_preq_t rq[2];
     int nq = 0;
     cohort_status_t st;
-    if (rlen && (st = cohort_p2p_irecv(comm, src, rbuf, rlen, &rq[nq++])) != COHORT_SUCCESS)
+    if (rlen && (st = cohort_p2p_irecv(comm, src, rbuf, rlen, &rq[nq++])))
         return st;
-    if (slen && (st = cohort_p2p_isend(comm, dst, sbuf, slen, &rq[nq++])) != COHORT_SUCCESS)
+    if (slen && (st = cohort_p2p_isend(comm, dst, sbuf, slen, &rq[nq++])))
         return st;
     return nq ? cohort_p2p_waitall(comm, rq, nq) : COHORT_SUCCESS;
 }
@@ -63,7 +63,7 @@ cohort_status_t cohort_allreduce_ring(cohort_comm_t *comm, const cohort_coll_arg
     cohort_status_t st = COHORT_SUCCESS;
 
     cohort_ring_ctx_t c;
-    if ((st = cohort_ring_init(&c, comm, a, cohort_coll_seg_count(count, n, 0))) != COHORT_SUCCESS)
+    if ((st = cohort_ring_init(&c, comm, a, cohort_coll_seg_count(count, n, 0))))
         return st;
 
     /* Reduce-scatter. */
@@ -76,7 +76,7 @@ cohort_status_t cohort_allreduce_ring(cohort_comm_t *comm, const cohort_coll_arg
         const char *src = (s == 0 ? sendbuf : recvbuf) + soff;
         st = cohort_ring_reduce_step(&c, right, src, cohort_coll_seg_count(count, n, sseg), left, recvbuf + roff,
                          sendbuf + roff, cohort_coll_seg_count(count, n, rseg));
-        if (st != COHORT_SUCCESS)
+        if (st)
             goto out;
     }
     /* Rank owns segment rank+1 complete. */
@@ -94,7 +94,7 @@ cohort_status_t cohort_allreduce_ring(cohort_comm_t *comm, const cohort_coll_arg
         st = xfer(comm, right, recvbuf + cohort_coll_seg_off(count, n, sseg) * es,
                   cohort_coll_seg_count(count, n, sseg) * es, left, recvbuf + cohort_coll_seg_off(count, n, rseg) * es,
                   cohort_coll_seg_count(count, n, rseg) * es);
-        if (st != COHORT_SUCCESS)
+        if (st)
             goto out;
     }
     cohort_coll_phase(comm, "allgather", t0);

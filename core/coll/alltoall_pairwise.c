@@ -39,7 +39,7 @@ cohort_status_t cohort_alltoall_pairwise(cohort_comm_t *comm, const cohort_coll_
             for (size_t off = 0; off < bytes; off += piece) {
                 size_t len = bytes - off < piece ? bytes - off : piece;
                 st = cohort_p2p_sendrecv(comm, peer, blk + off, len, peer, tmp, len);
-                if (st != COHORT_SUCCESS)
+                if (st)
                     return st;
                 memcpy(blk + off, tmp, len);   /* our send of this piece is complete */
             }
@@ -52,7 +52,7 @@ cohort_status_t cohort_alltoall_pairwise(cohort_comm_t *comm, const cohort_coll_
         int dst = (rank + s) % n, src = (rank - s + n) % n;
         st = cohort_p2p_sendrecv(comm, dst, sendbuf + (size_t)dst * bytes, bytes, src,
                                  recvbuf + (size_t)src * bytes, bytes);
-        if (st != COHORT_SUCCESS)
+        if (st)
             return st;
     }
     return COHORT_SUCCESS;

@@ -17,7 +17,7 @@ cohort_status_t cohort_barrier_dissemination(cohort_comm_t *comm, const cohort_c
     for (long dist = 1; dist < n; dist *= 2) {
         int dst = (int)((rank + dist) % n), src = (int)((rank - dist % n + n) % n);
         cohort_status_t st = cohort_p2p_sendrecv(comm, dst, &sbyte, 0, src, &rbyte, 0);
-        if (st != COHORT_SUCCESS)
+        if (st)
             return st;
     }
     return COHORT_SUCCESS;

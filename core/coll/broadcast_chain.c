@@ -26,7 +26,7 @@ static cohort_status_t send_chunk(cohort_comm_t *comm, int next, cohort_preq_t *
 {
     cohort_preq_t *q = &sq[k % SEND_AHEAD];
     cohort_status_t st;
-    if (k >= SEND_AHEAD && (st = cohort_p2p_waitall(comm, q, 1)) != COHORT_SUCCESS)
+    if (k >= SEND_AHEAD && (st = cohort_p2p_waitall(comm, q, 1)))
         return st;
     return cohort_p2p_isend(comm, next, p, len, q);
 }
@@ -57,30 +57,30 @@ cohort_status_t cohort_broadcast_chain(cohort_comm_t *comm, const cohort_coll_ar
     if (prev < 0) {
         /* Root: the whole buffer is ready, send every chunk. */
         for (size_t k = 0; k < m; k++)
-            if ((st = SEND(k)) != COHORT_SUCCESS)
+            if ((st = SEND(k)))
                 goto out;
     } else {
         cohort_preq_t rq[RECV_AHEAD];
         size_t posted = 0;
         for (; posted < m && posted < RECV_AHEAD; posted++)
             if ((st = cohort_p2p_irecv(comm, prev, buf + posted * ce * es, CHUNK_LEN(posted),
-                                       &rq[posted % RECV_AHEAD])) != COHORT_SUCCESS)
+                                       &rq[posted % RECV_AHEAD])))
                 goto out;
         for (size_t k = 0; k < m; k++) {
-            if ((st = cohort_p2p_waitall(comm, &rq[k % RECV_AHEAD], 1)) != COHORT_SUCCESS)
+            if ((st = cohort_p2p_waitall(comm, &rq[k % RECV_AHEAD], 1)))
                 goto out;
-            if (next >= 0 && (st = SEND(k)) != COHORT_SUCCESS)
+            if (next >= 0 && (st = SEND(k)))
                 goto out;
             if (posted < m) {
                 if ((st = cohort_p2p_irecv(comm, prev, buf + posted * ce * es, CHUNK_LEN(posted),
-                                           &rq[posted % RECV_AHEAD])) != COHORT_SUCCESS)
+                                           &rq[posted % RECV_AHEAD])))
                     goto out;
                 posted++;
             }
         }
     }
     for (size_t k = m > SEND_AHEAD ? m - SEND_AHEAD : 0; next >= 0 && k < m; k++)
-        if ((st = cohort_p2p_waitall(comm, &sq[k % SEND_AHEAD], 1)) != COHORT_SUCCESS)
+        if ((st = cohort_p2p_waitall(comm, &sq[k % SEND_AHEAD], 1)))
             break;
 #undef SEND
 #undef CHUNK_LEN

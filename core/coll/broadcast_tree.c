@@ -22,8 +22,8 @@ cohort_status_t cohort_broadcast_tree(cohort_comm_t *comm, const cohort_coll_arg
         if (v & mask) {
             cohort_preq_t rq;
             int parent = (v - mask + a->root) % n;
-            if ((st = cohort_p2p_irecv(comm, parent, buf, bytes, &rq)) != COHORT_SUCCESS ||
-                (st = cohort_p2p_waitall(comm, &rq, 1)) != COHORT_SUCCESS)
+            if ((st = cohort_p2p_irecv(comm, parent, buf, bytes, &rq)) ||
+                (st = cohort_p2p_waitall(comm, &rq, 1)))
                 return st;
             break;
         }
@@ -35,7 +35,7 @@ cohort_status_t cohort_broadcast_tree(cohort_comm_t *comm, const cohort_coll_arg
     for (mask >>= 1; mask > 0; mask >>= 1) {
         if (v + mask < n) {
             int child = (v + mask + a->root) % n;
-            if ((st = cohort_p2p_isend(comm, child, buf, bytes, &sq[ns])) != COHORT_SUCCESS)
+            if ((st = cohort_p2p_isend(comm, child, buf, bytes, &sq[ns])))
                 return st;
             ns++;
         }

@@ -59,7 +59,7 @@ cohort_status_t cohort_reduce_scatter_ring(cohort_comm_t *comm, const cohort_col
     size_t sb = slice * es;   /* bytes of a full slice */
 
     cohort_ring_ctx_t c;
-    if ((st = cohort_ring_init(&c, comm, a, slice)) != COHORT_SUCCESS)
+    if ((st = cohort_ring_init(&c, comm, a, slice)))
         return st;
     size_t accb = n > 2 ? 2 * sb : 0;   /* two slice accumulators */
     char *acc = NULL, *res = NULL;
@@ -84,7 +84,7 @@ cohort_status_t cohort_reduce_scatter_ring(cohort_comm_t *comm, const cohort_col
             char *out = !last ? acc + (size_t)(s % 2) * sb : aside ? res + ob : recvbuf + ob;
             st = cohort_ring_reduce_step(&c, right, src, len, left, out,
                                          sendbuf + (size_t)rblk * bytes + ob, len);
-            if (st != COHORT_SUCCESS)
+            if (st)
                 goto done;
         }
     }

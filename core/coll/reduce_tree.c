@@ -76,7 +76,7 @@ cohort_status_t cohort_reduce_tree(cohort_comm_t *comm, const cohort_coll_args_t
     for (size_t c = 0; c < m && c < 2; c++)
         for (int i = 0; i < nc; i++)
             if ((st = cohort_p2p_irecv(comm, children[i], tmp + ((c % 2) * nc + i) * cb,
-                                       CHUNK_N(c) * es, &rq[(c % 2) * nc + i])) != COHORT_SUCCESS)
+                                       CHUNK_N(c) * es, &rq[(c % 2) * nc + i])))
                 return st;
 
     for (size_t c = 0; c < m; c++) {
@@ -84,7 +84,7 @@ cohort_status_t cohort_reduce_tree(cohort_comm_t *comm, const cohort_coll_args_t
         const char *result = sendbuf + off;   /* a leaf forwards its own data */
         if (!is_root && sposted[p]) {
             /* The accumulator (or, for a leaf, nothing) of chunk c-2 is still being sent. */
-            if ((st = cohort_p2p_waitall(comm, &sq[p], 1)) != COHORT_SUCCESS)
+            if ((st = cohort_p2p_waitall(comm, &sq[p], 1)))
                 return st;
             sposted[p] = 0;
         }
@@ -92,7 +92,7 @@ cohort_status_t cohort_reduce_tree(cohort_comm_t *comm, const cohort_coll_args_t
             char *out = is_root ? (char *)a->recvbuf + off : acc + p * cb;
             for (int i = 0; i < nc; i++) {
                 char *t = tmp + (p * nc + i) * cb;
-                if ((st = cohort_p2p_waitall(comm, &rq[p * nc + i], 1)) != COHORT_SUCCESS)
+                if ((st = cohort_p2p_waitall(comm, &rq[p * nc + i], 1)))
                     return st;
                 if (i == 0)
                     cohort_reduce_local3(out, sendbuf + off, t, cn, a->dtype, a->op);
@@ -100,7 +100,7 @@ cohort_status_t cohort_reduce_tree(cohort_comm_t *comm, const cohort_coll_args_t
                     cohort_reduce_local(out, t, cn, a->dtype, a->op);
                 if (c + 2 < m &&
                     (st = cohort_p2p_irecv(comm, children[i], t, CHUNK_N(c + 2) * es,
-                                           &rq[p * nc + i])) != COHORT_SUCCESS)
+                                           &rq[p * nc + i])))
                     return st;
             }
             result = out;
@@ -108,14 +108,14 @@ cohort_status_t cohort_reduce_tree(cohort_comm_t *comm, const cohort_coll_args_t
         if (is_root) {
             cohort_reduce_finish((char *)a->recvbuf + off, cn, a->dtype, a->op, n);
         } else {
-            if ((st = cohort_p2p_isend(comm, parent, result, cn * es, &sq[p])) != COHORT_SUCCESS)
+            if ((st = cohort_p2p_isend(comm, parent, result, cn * es, &sq[p])))
                 return st;
             sposted[p] = 1;
         }
     }
 #undef CHUNK_N
     for (int p = 0; p < 2; p++)
-        if (sposted[p] && (st = cohort_p2p_waitall(comm, &sq[p], 1)) != COHORT_SUCCESS)
+        if (sposted[p] && (st = cohort_p2p_waitall(comm, &sq[p], 1)))
             return st;
     return COHORT_SUCCESS;
 }

@@ -49,11 +49,11 @@ static cohort_status_t post_sends(cohort_ring_ctx_t *c, int dst, const char *sbu
         limit = ns;
     for (; *posted < limit; (*posted)++) {
         cohort_preq_t *q = &c->sq[*posted % SEND_AHEAD];
-        if (*posted >= SEND_AHEAD && (st = cohort_p2p_waitall(c->comm, q, 1)) != COHORT_SUCCESS)
+        if (*posted >= SEND_AHEAD && (st = cohort_p2p_waitall(c->comm, q, 1)))
             return st;
         st = cohort_p2p_isend(c->comm, dst, sbuf + *posted * ce * es,
                               chunk_elems(scount, ce, *posted) * es, q);
-        if (st != COHORT_SUCCESS)
+        if (st)
             return st;
     }
     return COHORT_SUCCESS;
@@ -74,22 +74,22 @@ cohort_status_t cohort_ring_reduce_step(cohort_ring_ctx_t *c, int dst, const cha
     for (; posted < nr && posted < PIPE_DEPTH; posted++) {
         st = cohort_p2p_irecv(c->comm, src, c->slots + (posted % PIPE_DEPTH) * ce * es,
                               chunk_elems(rcount, ce, posted) * es, &rq[posted % PIPE_DEPTH]);
-        if (st != COHORT_SUCCESS)
+        if (st)
             return st;
     }
-    if ((st = post_sends(c, dst, sbuf, scount, &sposted, SEND_AHEAD)) != COHORT_SUCCESS)
+    if ((st = post_sends(c, dst, sbuf, scount, &sposted, SEND_AHEAD)))
         return st;
     for (size_t k = 0; k < nr; k++) {
         size_t slot = k % PIPE_DEPTH;
         char *tmp = c->slots + slot * ce * es;
-        if ((st = cohort_p2p_waitall(c->comm, &rq[slot], 1)) != COHORT_SUCCESS)
+        if ((st = cohort_p2p_waitall(c->comm, &rq[slot], 1)))
             return st;
         cohort_reduce_local3(out + k * ce * es, own + k * ce * es, tmp,
                              chunk_elems(rcount, ce, k), a->dtype, a->op);
         if (posted < nr) {   /* the slot is free again: receive a later chunk into it */
             st = cohort_p2p_irecv(c->comm, src, tmp, chunk_elems(rcount, ce, posted) * es,
                                   &rq[slot]);
-            if (st != COHORT_SUCCESS)
+            if (st)
                 return st;
             posted++;
         }
@@ -99,12 +99,12 @@ cohort_status_t cohort_ring_reduce_step(cohort_ring_ctx_t *c, int dst, const cha
             COHORT_SUCCESS)
             return st;
     }
-    if ((st = post_sends(c, dst, sbuf, scount, &sposted, ns)) != COHORT_SUCCESS)
+    if ((st = post_sends(c, dst, sbuf, scount, &sposted, ns)))
         return st;
     /* the sends still in flight: the last min(ns, SEND_AHEAD) */
     size_t first = ns > SEND_AHEAD ? ns - SEND_AHEAD : 0;
     for (size_t k = first; k < ns; k++)
-        if ((st = cohort_p2p_waitall(c->comm, &c->sq[k % SEND_AHEAD], 1)) != COHORT_SUCCESS)
+        if ((st = cohort_p2p_waitall(c->comm, &c->sq[k % SEND_AHEAD], 1)))
             return st;
     return COHORT_SUCCESS;
 }

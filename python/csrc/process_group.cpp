@@ -321,13 +321,13 @@ void ProcessGroupCohort::watch()
     std::string msg;
     for (cohort_request_t* r : w->reqs) {
       cohort_status_t st = cohort_wait(r);
-      if (st != COHORT_SUCCESS && first == COHORT_SUCCESS) {
+      if (st && !first) {
         first = st;
         msg = cohort_message(st);
       }
     }
     w->reqs.clear();
-    if (first != COHORT_SUCCESS) msg = groupFailure(msg);
+    if (first) msg = groupFailure(msg);
     w->complete(first, msg);
   }
 }

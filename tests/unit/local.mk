@@ -56,3 +56,6 @@ dist_noinst_SCRIPTS += tests/unit/test_exports.sh
 TESTS += tests/unit/test_layers.sh
 dist_noinst_SCRIPTS += tests/unit/test_layers.sh
 EXTRA_DIST += tests/unit/layers.py
+# The includes follow the layout table, one status-check style (docs/design.md).
+TESTS += tests/unit/test_style.sh
+dist_noinst_SCRIPTS += tests/unit/test_style.sh

@@ -456,7 +456,7 @@ static cohort_status_t shm_accept(cohort_tp_ep_t epv, int peer, cohort_tp_conn_t
             return host->error(COHORT_ERR_SYSTEM, "shm: rank %d: segment %s could not be set "
                                "up (see the earlier error)", ep->rank, ep->segname);
         cohort_status_t st = shm_ep_create_segment(ep);
-        if (st != COHORT_SUCCESS) return st;
+        if (st) return st;
     } else if (!ep->linked) {
         return host->error(COHORT_ERR_INVALID_ARG, "shm: rank %d: accept(%d) after every "
                            "earlier accept of the endpoint completed and its segment %s was "

@@ -248,13 +248,13 @@ static cohort_status_t tcp_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
     int maxc = fit < TCP_ADDR_MAX_CANDS ? (int)fit : TCP_ADDR_MAX_CANDS;
     long nsocks = TCP_DEFAULT_NSOCKS;
     st = host->setting_long("COHORT_SOCKET_NSOCKS", &nsocks);
-    if (st != COHORT_SUCCESS) return st;
+    if (st) return st;
     if (nsocks < 1 || nsocks > TCP_MAX_NSOCKS)
         return host->error(COHORT_ERR_INVALID_ARG, "COHORT_SOCKET_NSOCKS=%ld is out of range: "
                            "use 1 to %d sockets per peer", nsocks, TCP_MAX_NSOCKS);
     long probe_ms = TCP_DEFAULT_PROBE_MS;
     st = host->setting_long("COHORT_SOCKET_PROBE_MS", &probe_ms);
-    if (st != COHORT_SUCCESS) return st;
+    if (st) return st;
     if (probe_ms < 1 || probe_ms > TCP_MAX_PROBE_MS)
         return host->error(COHORT_ERR_INVALID_ARG, "COHORT_SOCKET_PROBE_MS=%ld is out of range: "
                            "use 1 to %d milliseconds (how long the tcp transport waits for a "
@@ -262,7 +262,7 @@ static cohort_status_t tcp_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
     const cohort_netif_t *ifs = NULL;
     int nifs = 0;
     st = host->netifs(&ifs, &nifs);
-    if (st != COHORT_SUCCESS) return st;
+    if (st) return st;
     if (nifs <= 0 || !ifs) {
         const char *spec = host->setting("COHORT_SOCKET_IFNAME");
         return host->error(COHORT_ERR_TRANSPORT, "tcp: rank %d has no network interface to "

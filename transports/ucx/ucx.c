@@ -317,7 +317,7 @@ static cohort_status_t ux_init(const cohort_host_v1_t *host, cohort_tp_ctx_t *ct
         const cohort_netif_t *ifs = NULL;
         int nifs = 0;
         cohort_status_t st = host->netifs(&ifs, &nifs);
-        if (st != COHORT_SUCCESS) {
+        if (st) {
             ucp_config_release(cfg);
             return st;
         }

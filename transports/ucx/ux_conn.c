@@ -300,7 +300,7 @@ static void accept_hello(ux_conn_t *c, const unsigned char *buf)
 {
     ux_ep_t *ep = c->ep;
     c->hello_seen = 1;
-    if (uep_create(c, buf + UX_HELLO_HDR, buf + UX_PROC_OFF) != COHORT_SUCCESS) return;
+    if (uep_create(c, buf + UX_HELLO_HDR, buf + UX_PROC_OFF)) return;
     unsigned char *a = malloc(UX_ACK_SIZE);
     if (!a) {
         ux_conn_fail(c, COHORT_ERR_NO_MEMORY, "ucx: rank %d: no memory for the answer to rank %d",
@@ -460,7 +460,7 @@ void ux_ack_arrived(ux_conn_t *c)
     if (c->state == C_CONNECTING) {
         unsigned char mac[UX_MAC_LEN];
         ep->host->auth(a, UX_ACK_SIZE - UX_MAC_LEN, mac);
-        if (st != COHORT_SUCCESS)
+        if (st)
             ux_conn_fail(c, st, "ucx: rank %d connecting to rank %d: receiving its answer failed "
                          "(%s)", ep->rank, c->peer, ux_status_words(st));
         else if (n != UX_ACK_SIZE || kit_get_le32(a) != UX_ACK_MAGIC ||
@@ -743,7 +743,7 @@ cohort_status_t ux_connect(cohort_tp_ep_t epv, int peer, const void *peer_addr,
     if (!c) return host->error(COHORT_ERR_NO_MEMORY, "ucx: no memory for a connection");
     *connp = c;
     const unsigned char *b = (const unsigned char *)peer_addr;
-    if (uep_create(c, b + UX_BLOB_HDR, b + UX_PROC_OFF) != COHORT_SUCCESS)
+    if (uep_create(c, b + UX_BLOB_HDR, b + UX_PROC_OFF))
         return COHORT_SUCCESS;   /* conn_test reports it */
     /* the receive of the acceptor's answer, then the hello: who we are, our worker
      * address, authenticated */

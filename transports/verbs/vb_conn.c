@@ -533,7 +533,7 @@ cohort_status_t vb_connect(cohort_tp_ep_t e, int peer, const void *blob, size_t 
                                ep->rank, peer, len);
     vb_conn_t *c = NULL;
     cohort_status_t st = conn_new(ep, peer, 1, &c);
-    if (st != COHORT_SUCCESS) return st;
+    if (st) return st;
     c->rgid = a.gid;
     c->rlid = a.lid;
     c->rmtu = a.mtu;
@@ -569,7 +569,7 @@ cohort_status_t vb_accept(cohort_tp_ep_t e, int peer, cohort_tp_conn_t *connp)
     *connp = NULL;
     vb_conn_t *c = NULL;
     cohort_status_t st = conn_new(ep, peer, 0, &c);
-    if (st != COHORT_SUCCESS) return st;
+    if (st) return st;
     c->ss = SS_WAIT_HELLO;
     *connp = c;
     for (vb_incoming_t *in = ep->incoming; in; in = in->next)

@@ -581,7 +581,7 @@ cohort_status_t vb_ep_advance(vb_ep_t *ep, int full)
         check_fatal(ep);
     }
     cohort_status_t st = vb_poll_cq(ep);
-    if (st != COHORT_SUCCESS) return st;
+    if (st) return st;
     if (full) {
         int rc = ibv_req_notify_cq(ep->cq, 0);
         if (rc)
@@ -666,13 +666,13 @@ cohort_status_t vb_test(cohort_tp_req_t rq, size_t *nbytes)
     vb_conn_t *c = r->conn;
     if (r->state != DONE) {
         cohort_status_t st = vb_ep_advance(c->ep, 1);
-        if (st != COHORT_SUCCESS && r->state != DONE) return st;
+        if (st && r->state != DONE) return st;
         if (r->state != DONE) return COHORT_IN_PROGRESS;
     }
     cohort_status_t st = r->st;
     if (nbytes) *nbytes = r->nbytes;
     if (st == COHORT_ERR_MISMATCH && r->msg[0]) (void)c->ep->host->error(st, "%s", r->msg);
-    else if (st != COHORT_SUCCESS) (void)c->ep->host->error(st, "%s", c->errmsg);
+    else if (st) (void)c->ep->host->error(st, "%s", c->errmsg);
     vb_req_free(r);
     return st;
 }

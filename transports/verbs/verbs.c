@@ -109,7 +109,7 @@ static cohort_status_t pick_gid(vb_ctx_t *x, const struct ibv_port_attr *pa)
     long want = -1;
     if (h->setting("COHORT_IB_GID_INDEX")) {
         cohort_status_t st = h->setting_long("COHORT_IB_GID_INDEX", &want);
-        if (st != COHORT_SUCCESS) return st;
+        if (st) return st;
         if (want < 0 || want >= pa->gid_tbl_len)
             return h->error(COHORT_ERR_INVALID_ARG, "verbs: COHORT_IB_GID_INDEX=%ld: %s port %d "
                             "has GIDs 0 to %d", want, x->devname, x->port, pa->gid_tbl_len - 1);
@@ -259,7 +259,7 @@ static cohort_status_t vb_init(const cohort_host_v1_t *host, cohort_tp_ctx_t *ct
     x->mtu = pa.active_mtu;
     x->gbps = port_gbps(&pa);
     cohort_status_t st = pick_gid(x, &pa);
-    if (st != COHORT_SUCCESS) {
+    if (st) {
         ibv_close_device(x->dev);
         free(x);
         return st;
@@ -393,7 +393,7 @@ static cohort_status_t vb_ep_open(cohort_tp_ctx_t c, const cohort_ep_info_t *inf
     vb_ctx_t *x = c;
     const cohort_host_v1_t *host = x->host;
     cohort_status_t st = cohort_ep_open_check(host, "verbs", info, epp, addr, addrlen);
-    if (st != COHORT_SUCCESS) return st;
+    if (st) return st;
     if (*addrlen < VB_ADDR_SIZE)
         return host->error(COHORT_ERR_INVALID_ARG, "verbs: ep_open: the address buffer holds "
                            "%zu bytes, %d needed", *addrlen, VB_ADDR_SIZE);
