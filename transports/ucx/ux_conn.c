@@ -28,7 +28,6 @@
 #include <string.h>
 #include <unistd.h>
 
-
 /* ---- connections ------------------------------------------------------------------------- */
 
 void ux_conn_close_uep(ux_conn_t *c)
