@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
 # netns-nb: the non-blocking engine's figures across 2 "nodes" joined by a shaped link, on one
-# machine (issue 18's performance section of docs/performance.md).
+# machine (issue 18's performance section of docs/performance-log.md).
 #
 # Not a test: a performance script (needs root and iproute2). It builds two network namespaces
 # with tests/netns/lib.sh, shapes each node's link with tc tbf (RATE, default 1gbit), and runs,

@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
 # netns-torch: the digits example between 2 "nodes" joined by a shaped link (issue 19's
-# performance section of docs/performance.md), cohort against gloo.
+# performance section of docs/performance-log.md), cohort against gloo.
 #
 # Not a test: a performance script (root, iproute2, Debian's python3-torch). Two network
 # namespaces from tests/netns/lib.sh, each node's link shaped with tc tbf (RATE, default 1gbit),

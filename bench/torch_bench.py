@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """torch.distributed allreduce through a backend, as a PyTorch user sees it (issue figures in
-docs/performance.md). Launch: cohortrun -np N /usr/bin/python3 bench/torch_bench.py --backend B
+docs/performance-log.md). Launch: cohortrun -np N /usr/bin/python3 bench/torch_bench.py --backend B
 
   blocking all_reduce of float32 at each --sizes (bytes): median time per call and busbw
   (2(n-1)/n x bytes / time); then --async-n async all_reduce calls of --async-bytes issued back

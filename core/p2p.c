@@ -22,7 +22,7 @@
  * still yields every YIELD_EVERY fruitless polls: the scheduler may put two ranks on one CPU for
  * a while although there are enough (another process on the other one, or the host taking it
  * away), and then a pure spin costs each step the whole COHORT_SPIN_US, over a hundred times the
- * step with these yields; alone on its CPU a yield returns at once (docs/performance.md,
+ * step with these yields; alone on its CPU a yield returns at once (docs/performance-log.md,
  * "Measurements behind the code's constants"). */
 #define PROGRESS_EVERY 8
 #define YIELD_EVERY 32

@@ -24,7 +24,7 @@
  *     gain on SSE2 (measured ~0.15 vs ~0.1-0.15 G elements/s on a noisy 2-core VM).
  * On x86-64 with gcc every kernel is also cloned for AVX2 (KCLONES below): where the reduction
  * itself bounds the collective (mapped buffers) that is faster; the staged path, which copies
- * more than it reduces, is unchanged (docs/performance.md, "Measurements behind the code's
+ * more than it reduces, is unchanged (docs/performance-log.md, "Measurements behind the code's
  * constants"). COHORT_NO_CLONES at build time leaves them out.
  * The library builds with -O3 plus -ftree-vectorize -fvect-cost-model=dynamic (configure.ac,
  * core/local.mk): the -f flags keep the loops vectorised even when CFLAGS ends in -O2, whose

@@ -8,7 +8,7 @@
  *    each, i.e. about log2(n) * S bytes per rank; the ring takes 2(n-1) steps and moves
  *    2 (n-1)/n * S. With per-message latencies of a few microseconds and links of 10-100 Gb/s,
  *    the crossover for n = 4..64 sits between tens and a few hundred KiB. Measured over loopback
- *    TCP (cohort-bench; docs/performance.md, "Measurements behind the code's constants"): at
+ *    TCP (cohort-bench; docs/performance-log.md, "Measurements behind the code's constants"): at
  *    n = 2 the two are level at 64 KiB and the ring wins above; at n = 4 rd still wins at
  *    256 KiB and the ring at 1 MiB. So rd up to RD_MAX_BYTES_2 for two ranks, RD_MAX_BYTES
  *    above.
@@ -21,7 +21,7 @@
  * On a communicator with a hierarchy (several nodes, core/comm.c; COHORT_HIERARCHICAL), allreduce
  * and broadcast run "hier" from HIER_MIN_BYTES (allgather: of the result) and so does allgather
  * when the nodes have equal numbers of ranks; COHORT_HIERARCHICAL=1 runs it at every size.
- * Measured over 2 netns nodes x 2 ranks (1 Gbit/s; docs/performance.md, "Measurements behind
+ * Measured over 2 netns nodes x 2 ranks (1 Gbit/s; docs/performance-log.md, "Measurements behind
  * the code's constants"): hier and ring are level at 256 KiB, hier wins from 1 MiB and loses
  * below (two sub-collectives, each a wake-up chain when, as there, the nodes' ranks share
  * cores).

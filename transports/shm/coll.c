@@ -32,7 +32,7 @@
  * buffers (one copy instead of two), publish out, and the owners wait until every reader is done
  * (phase D) before they hand the buffer back to the user. With more ranks, larger blocks, and
  * for broadcasts (which used it between two ranks up to 4 MiB), the staged pipeline measured
- * faster once it chose its stores (below; docs/performance.md, "Measurements behind the code's
+ * faster once it chose its stores (below; docs/performance-log.md, "Measurements behind the code's
  * constants"), except allgather of 4 MiB at np 2. Small allreduces
  * (DIRECT_MAX) run as one round in which every rank reduces the whole vector itself (one
  * synchronisation instead of two); the reduction order is rank 0..n-1 on every path, so all
@@ -40,8 +40,9 @@
  * Mapped mode: when the buffers of a collective from MAP_MIN bytes come from cohort_mem_alloc on
  * every rank (host->mem_shared, ABI 1.3), nothing is staged: each rank maps its peers' blocks
  * (their memfds, through /proc/<pid>/fd, cached per endpoint; read-only unless it writes into
- * them) and reads their buffers itself, in one round. Whether a rank's buffers are mapped is known only to it, so in the
- * first round each rank that can publishes a description of its buffers instead of staging
+ * them) and reads their buffers itself, in one round. Whether a rank's buffers are mapped is
+ * known only to it, so in the first round each rank that can publishes a description of its
+ * buffers instead of staging
  * (flag M_MAPPED), the others stage as usual, and phase B, seeing every rank's flag, decides the
  * same way everywhere: all mapped, the mapped round; none, the staged rounds as always; a mix
  * (rare: only some ranks allocated with cohort_mem_alloc), that step carried no data, everyone
@@ -56,7 +57,7 @@
  * in, which says that it is in another collective at this step), check its tag and copy the data
  * out. A root can so run up to SB_DEPTH broadcasts ahead of the slowest reader, as Open MPI's
  * roots, which drop small messages into their peers' queues, never wait either (docs/
- * performance.md, "Measurements behind the code's constants"). Every rank writes an entry (tag,
+ * performance-log.md, "Measurements behind the code's constants"). Every rank writes an entry (tag,
  * history, step), so a rank that is in another collective at that step sees the difference. A root
  * compares nothing; each rank's history (chain_step) makes the next collective that compares catch
  * roots that disagreed.
@@ -222,7 +223,7 @@ static unsigned char *slot_of(const shm_coll_t *co, int rank, uint64_t t)
 /* memcpy with non-temporal stores to a 16-byte aligned dst, then a store fence: the lines go
  * to memory without first being read for ownership, which would fetch them from (or invalidate
  * them in) the caches of the readers that last copied this entry out; when the host puts the
- * two vCPUs far apart (docs/performance.md, the slow mode) that costs 3-5x. The root of a small
+ * two vCPUs far apart (docs/performance-log.md, the slow mode) that costs 3-5x. The root of a small
  * broadcast writes its data this way from SB_STREAM_MIN: np 2, `--same-buffer --touch`, 30
  * alternated runs, us, against memcpy and Open MPI: 4 KiB 0.41-0.54 / 0.48-1.94 / 2.6-3.6,
  * 16 KiB 1.41-1.82 / 1.38-6.28 / 3.6-4.5, 64 KiB 5.0-6.4 / 2.8-30 / 6.8-8.0; at 2 KiB (16
@@ -263,7 +264,7 @@ static void put(void *dst, const void *src, size_t len, int stream)
 /* Which stores a staged collective of co->bytes uses (hooks.stream 2: measured per size class).
  * Ordinary stores into a slot first fetch each line from wherever it is cached, and the peers
  * that read the slot a few rounds ago hold it: cheap when the ranks share a cache, 4-8x dearer
- * when the host puts the vCPUs apart (docs/performance.md, the slow mode). Streaming stores
+ * when the host puts the vCPUs apart (docs/performance-log.md, the slow mode). Streaming stores
  * skip that fetch, and the readers then read from memory: 1.5-2x slower when the cache is
  * shared. Which holds can change from one minute to the next, so after both were tried
  * (ADAPT_WARM) a class uses the one whose last few collectives were fastest and tries the other

@@ -18,7 +18,7 @@
 /* The largest small broadcast for n ranks: 64 KiB at 2 ranks, 32 KiB at 4, 16 KiB at 8, 8 KiB
  * at 16, 4 KiB from 32 (the lane's data is n * SB_DEPTH of these: 8 MiB up to 32 ranks,
  * 256 KiB per rank beyond). The larger lane beat the staged path and single copy at every size
- * it took over (docs/performance.md, "Measurements behind the code's constants"). */
+ * it took over (docs/performance-log.md, "Measurements behind the code's constants"). */
 size_t coll_sb_max(int n)
 {
     size_t m = SB_BUDGET / ((size_t)n * SB_DEPTH);
@@ -34,9 +34,9 @@ size_t coll_small_bytes(int n)
 /* A small broadcast of at least MAP_MIN bytes whose root's buffer came from cohort_mem_alloc,
  * when every other rank said it can map the root's blocks: the root describes its buffer in
  * its control line and lends it (it then waits for the readers, as in mapped mode), instead of
- * copying it into its entry (about twice as fast at 64 KiB; docs/performance.md). Readers whose own buffers come from
- * cohort_mem_alloc probe (coll_can_map_all) at their first such broadcast, so the ones after it
- * lend. */
+ * copying it into its entry (about twice as fast at 64 KiB; docs/performance-log.md). Readers
+ * whose own buffers come from cohort_mem_alloc probe (coll_can_map_all) at their first such
+ * broadcast, so the ones after it lend. */
 int coll_sb_lend_mine(shm_coll_t *co)
 {
     const cohort_tp_coll_args_t *a = &co->a;

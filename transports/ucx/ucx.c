@@ -419,7 +419,7 @@ static cohort_status_t ux_get_attr(cohort_tp_ctx_t ctxv, cohort_transport_attr_t
      * not over cohort's own verbs transport (which never estimates below 1.5 GB/s): Debian's
      * UCX 1.13 aborts the process on some endpoint failures over rc/ud verbs (seen on Soft-RoCE
      * across two VMs), which the verbs plugin turns into errors. With only tcp it is not faster
-     * than cohort's own (docs/performance.md), so it ranks below. */
+     * than cohort's own (docs/performance-log.md), so it ranks below. */
     int rdma = ctx && ctx->has_rdma;
     a.bandwidth_gbps = rdma ? 1.4 : 1.0;
     a.latency_us = rdma ? 3.0 : 30.0;
