@@ -67,7 +67,7 @@ static void seg_mac(const cohort_host_v1_t *host, const char *job, uint64_t comm
     unsigned char in[16 + SHM_JOBID_LEN + 16 + SHM_NONCE_LEN];
     memset(in, 0, sizeof in);
     memcpy(in, "cohort-shm-seg1", 16);
-    strncpy((char *)in + 16, job, SHM_JOBID_LEN - 1);
+    memcpy(in + 16, job, strnlen(job, SHM_JOBID_LEN - 1));   /* NUL padded by the memset */
     kit_put_le64(in + 16 + SHM_JOBID_LEN, comm);
     kit_put_le64(in + 24 + SHM_JOBID_LEN, ((uint64_t)(uint32_t)rank << 32) | (uint32_t)pid);
     memcpy(in + 32 + SHM_JOBID_LEN, nonce, SHM_NONCE_LEN);
@@ -80,7 +80,7 @@ static void hello_mac(const cohort_host_v1_t *host, const char *job, uint64_t co
     unsigned char in[16 + SHM_JOBID_LEN + 24 + SHM_NONCE_LEN];
     memset(in, 0, sizeof in);
     memcpy(in, "cohort-shm-helo", 16);
-    strncpy((char *)in + 16, job, SHM_JOBID_LEN - 1);
+    memcpy(in + 16, job, strnlen(job, SHM_JOBID_LEN - 1));   /* NUL padded by the memset */
     kit_put_le64(in + 16 + SHM_JOBID_LEN, comm);
     kit_put_le64(in + 24 + SHM_JOBID_LEN, ((uint64_t)(uint32_t)acc << 32) | (uint32_t)con);
     kit_put_le64(in + 32 + SHM_JOBID_LEN, (uint64_t)(uint32_t)pid);
