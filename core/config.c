@@ -7,22 +7,25 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-/* Ranges and grammars are the ones the readers enforce (core/comm.c, core/log.c, the tcp and shm
- * transports, ...): cohort_config_check runs them all at every communicator's creation, so that a
- * bad value fails there even when nothing would read it (a single rank loads no transport). */
-#define NUM(lo, hi) COHORT_SET_LONG, (lo), (hi), NULL
-#define REAL(lo, hi) COHORT_SET_DOUBLE, (lo), (hi), NULL
-#define TEXT(max) COHORT_SET_TEXT, 0, (max), NULL
-#define WORDS(w) COHORT_SET_WORD, 0, 0, (w)
-#define SPECIAL COHORT_SET_SPECIAL, 0, 0, NULL
-static const cohort_setting_t settings[] = {
+/* The core's own settings. Ranges and grammars are the ones the readers enforce (core/comm.c,
+ * core/log.c, ...): cohort_config_check runs them all at every communicator's creation, so that a
+ * bad value fails there even when nothing would read it. A transport's settings are in its own
+ * table (plugin ABI 1.5), added to these by cohort_config_add when the plugin is read. */
+#define NUM(lo, hi) COHORT_SET_LONG, (lo), (hi), NULL, NULL, NULL
+#define REAL(lo, hi) COHORT_SET_DOUBLE, (lo), (hi), NULL, NULL, NULL
+#define TEXT(max) COHORT_SET_TEXT, 0, (max), NULL, NULL, NULL
+#define WORDS(w) COHORT_SET_WORD, 0, 0, (w), NULL, NULL
+#define SPECIAL COHORT_SET_SPECIAL, 0, 0, NULL, NULL, NULL
+static const cohort_setting_t core_settings[] = {
     { "COHORT_TRANSPORTS", NULL,
       "transports to use, in preference order (shm,tcp), or ^name,... to exclude; default: all",
       SPECIAL },
@@ -32,27 +35,6 @@ static const cohort_setting_t settings[] = {
     { "COHORT_SOCKET_IFNAME", NULL,
       "interfaces for sockets: prefixes (eth,ib), =exact, ^ to exclude, or CIDR (10.0.0.0/8)",
       SPECIAL },
-    { "COHORT_SOCKET_NSOCKS", "2", "TCP sockets per peer (1 to 16); large messages are striped "
-      "over them", NUM(1, 16) },
-    { "COHORT_SHM_SEGMENT_SIZE", "1048576",
-      "shm: bytes of shared memory per connection (both directions), 64 KiB to 1 GiB",
-      NUM(65536, 1073741824) },
-    { "COHORT_SHM_EAGER_LIMIT", "65536",
-      "shm: messages up to this size go through the shared ring, larger ones single-copy (CMA); "
-      "0 to 1 GiB", NUM(0, 1073741824) },
-    { "COHORT_SHM_CMA", "1",
-      "shm: 1 uses process_vm_readv for large messages when permitted; 0 copies through shared "
-      "memory", NUM(0, 1) },
-    { "COHORT_SHM_MAP", "1",
-      "shm: 1 lets node collectives read buffers from cohort_mem_alloc in place (every rank's "
-      "must come from there); 0 copies them through staging like any memory", NUM(0, 1) },
-    { "COHORT_SHM_STREAM", "2",
-      "shm: how staged node collectives write their slots: 0 ordinary stores, 1 streaming "
-      "(non-temporal) stores, 2 both tried and the faster used, per message size (which is faster "
-      "depends on whether the ranks' cores share a cache)", NUM(0, 2) },
-    { "COHORT_SHM_COLL_CHUNK", "262144",
-      "shm: bytes per round of the node collectives (rank 0's value is used), 4 KiB to 64 MiB; "
-      "0: no node collectives (point-to-point algorithms instead)", SPECIAL },
     { "COHORT_ALGO", NULL, "force algorithms, e.g. allreduce:ring;broadcast:tree; 'shm' names "
       "the shm transport's node collectives", SPECIAL },
     { "COHORT_CHUNK_SIZE", "262144", "pipeline chunk size in bytes for ring and chain algorithms "
@@ -123,39 +105,118 @@ static const cohort_setting_t settings[] = {
       "hierarchical collectives (node shm + across nodes): auto (when every node has the same "
       "number of ranks, 2 or more, over 2 or more nodes), 1 (force), 0 (flat rings)",
       WORDS("auto|1|0") },
-    { "COHORT_SOCKET_PROBE_MS", "1000",
-      "tcp: milliseconds to wait for a peer's interface to answer the reachability probe at "
-      "start-up (without COHORT_SOCKET_IFNAME every candidate interface is probed), 1 to 600000",
-      NUM(1, 600000) },
-    { "COHORT_UCX_ZCOPY", "auto",
-      "ucx: payloads from 64 KiB as contiguous 512 KiB chunks through registered receive slots, "
-      "so that UCX's zero-copy rendezvous applies: auto (when UCX has an RDMA transport), 1 "
-      "(also over tcp), 0 (never: one two-part message)", WORDS("auto|0|1") },
-    { "COHORT_IB_HCA", NULL,
-      "verbs: RDMA devices and ports to use, NCCL's grammar: prefixes with optional :port "
-      "(mlx5_0:1,mlx5_1), =exact names, ^ to exclude; default: the first active port",
-      SPECIAL },
-    { "COHORT_IB_GID_INDEX", NULL,
-      "verbs: GID table index for RoCE (0 to 1023); default: the IPv4-mapped RoCE v2 GID "
-      "(InfiniBand: 0)", NUM(0, 1023) },
     { "COHORT_CONF", NULL, "settings file read after the environment (default ./cohort.conf, "
       "then /etc/cohort.conf): a regular file of at most 1 MiB; a line that is not NAME = value "
       "or names no setting is an error", TEXT(0) },
 };
 
-#define NSETTINGS (sizeof settings / sizeof settings[0])
+#define NCORE (sizeof core_settings / sizeof core_settings[0])
+/* Plugins' settings, appended by cohort_config_add and never removed or moved (a plugin that has
+ * settings stays mapped for the life of the process, so its strings do too): a reader takes the
+ * count (acquire) and reads entries below it without a lock. */
+#define MAX_PLUGIN_SETTINGS 128
+static cohort_setting_t plugin_settings[MAX_PLUGIN_SETTINGS];
+static char plugin_owner[MAX_PLUGIN_SETTINGS][32];
+static _Atomic size_t nplugin_settings;
+static pthread_mutex_t add_lock = PTHREAD_MUTEX_INITIALIZER;
 
-const cohort_setting_t *cohort_settings(size_t *count)
+size_t cohort_settings_count(void)
 {
-    *count = NSETTINGS;
-    return settings;
+    return NCORE + atomic_load_explicit(&nplugin_settings, memory_order_acquire);
+}
+
+const cohort_setting_t *cohort_setting_at(size_t i)
+{
+    if (i < NCORE) return &core_settings[i];
+    i -= NCORE;
+    return i < atomic_load_explicit(&nplugin_settings, memory_order_acquire)
+           ? &plugin_settings[i] : NULL;
 }
 
 const cohort_setting_t *cohort_setting_find(const char *name)
 {
-    for (size_t i = 0; name && i < NSETTINGS; i++)
-        if (!strcmp(settings[i].name, name)) return &settings[i];
+    size_t n = cohort_settings_count();
+    for (size_t i = 0; name && i < n; i++) {
+        const cohort_setting_t *s = cohort_setting_at(i);
+        if (!strcmp(s->name, name)) return s;
+    }
     return NULL;
+}
+
+int cohort_config_has_owner(const char *owner)
+{
+    size_t n = atomic_load_explicit(&nplugin_settings, memory_order_acquire);
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(plugin_owner[i], owner)) return 1;
+    return 0;
+}
+
+/* NAME: COHORT_ and then capitals, digits and underscores, at most 63 characters. */
+static int good_name(const char *name)
+{
+    size_t n = name ? strlen(name) : 0;
+    if (n <= 7 || n > 63 || strncmp(name, "COHORT_", 7)) return 0;
+    for (size_t k = 7; k < n; k++)
+        if (!isupper((unsigned char)name[k]) && !isdigit((unsigned char)name[k]) &&
+            name[k] != '_')
+            return 0;
+    return 1;
+}
+
+static cohort_status_t bad_entry(const char *owner, const char *name, const char *why)
+{
+    return cohort_error(COHORT_ERR_PLUGIN, "the settings table of plugin %s is refused: setting "
+                        "'%.70s' %s; fix the plugin's table", owner, name ? name : "(null)", why);
+}
+
+cohort_status_t cohort_config_add(const char *owner, const cohort_setting_t *list, size_t n)
+{
+    pthread_mutex_lock(&add_lock);
+    cohort_status_t st = COHORT_SUCCESS;
+    size_t have = atomic_load_explicit(&nplugin_settings, memory_order_relaxed);
+    if (cohort_config_has_owner(owner)) goto out;   /* read before: the same table */
+    if (have + n > MAX_PLUGIN_SETTINGS) {
+        st = cohort_error(COHORT_ERR_PLUGIN, "the settings table of plugin %s is refused: the "
+                          "plugins' tables hold %zu settings and cohort keeps at most %d; load "
+                          "fewer plugins", owner, have + n, MAX_PLUGIN_SETTINGS);
+        goto out;
+    }
+    for (size_t i = 0; i < n && !st; i++) {
+        const cohort_setting_t *e = &list[i];
+        const cohort_setting_t *dup = good_name(e->name) ? cohort_setting_find(e->name) : NULL;
+        for (size_t j = 0; j < i && !dup; j++)
+            if (!strcmp(list[j].name, e->name)) dup = &list[j];
+        if (!good_name(e->name))
+            st = bad_entry(owner, e->name, "is not COHORT_ followed by capitals, digits and "
+                           "underscores (at most 63 characters)");
+        else if (dup) {
+            char why[160];
+            if (dup >= list && dup < list + n)
+                snprintf(why, sizeof why, "appears twice in it");
+            else
+                snprintf(why, sizeof why, "is already a setting of %s", dup->owner
+                         ? dup->owner : "cohort's core");
+            st = bad_entry(owner, e->name, why);
+        } else if (!e->help || !*e->help)
+            st = bad_entry(owner, e->name, "has no help text");
+        else if ((e->kind == COHORT_SET_LONG || e->kind == COHORT_SET_DOUBLE) &&
+                 !(e->min <= e->max))
+            st = bad_entry(owner, e->name, "has a range whose minimum exceeds its maximum");
+        else if (e->kind == COHORT_SET_WORD && (!e->words || !*e->words))
+            st = bad_entry(owner, e->name, "is a word setting without words");
+        else if (e->kind != COHORT_SET_TEXT && e->kind != COHORT_SET_LONG &&
+                 e->kind != COHORT_SET_DOUBLE && e->kind != COHORT_SET_WORD)
+            st = bad_entry(owner, e->name, "has a kind this cohort does not know");
+    }
+    for (size_t i = 0; i < n && !st; i++) {
+        plugin_settings[have + i] = list[i];
+        plugin_settings[have + i].owner = plugin_owner[have + i];
+        snprintf(plugin_owner[have + i], sizeof plugin_owner[0], "%s", owner);
+    }
+    if (!st) atomic_store_explicit(&nplugin_settings, have + n, memory_order_release);
+out:
+    pthread_mutex_unlock(&add_lock);
+    return st;
 }
 
 /* The settings file, read once (cohort_config_reset reads it again). Its problems are kept, not
@@ -164,17 +225,25 @@ const cohort_setting_t *cohort_setting_find(const char *name)
 static pthread_mutex_t file_lock = PTHREAD_MUTEX_INITIALIZER;
 static int file_loaded;
 static char file_path[1024];
-static char *file_values[NSETTINGS];
-static int file_lines[NSETTINGS];
+/* NAME = value lines by name: a plugin's setting may be read before the plugin's table is (a
+ * name no table knows is refused by cohort_config_file_status, once the tables are in). */
+#define FILE_MAX_ENTRIES 256
+static struct {
+    char *name, *value;
+    int line;
+} file_entries[FILE_MAX_ENTRIES];
+static int nfile_entries;
 static char file_problem[1200];     /* "" or the first problem, a whole message */
+static int file_problem_line;       /* its line (0: the file as a whole) */
 
 #define CONF_MAX_BYTES (1 << 20)   /* a settings file holds a few dozen lines */
 #define CONF_LINE_MAX 1022         /* characters of one line */
 
-static int setting_index(const char *name)
+static int file_entry_locked(const char *name)
 {
-    const cohort_setting_t *s = cohort_setting_find(name);
-    return s ? (int)(s - settings) : -1;
+    for (int i = 0; i < nfile_entries; i++)
+        if (!strcmp(file_entries[i].name, name)) return i;
+    return -1;
 }
 
 static char *trim(char *s)
@@ -198,10 +267,12 @@ static const char *shown(const char *s, char out[104])
     return out;
 }
 
-static void file_problem_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void file_problem_set(const char *fmt, ...)
+static void file_problem_set(int line, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void file_problem_set(int line, const char *fmt, ...)
 {
     if (file_problem[0]) return;   /* the first one is reported */
+    file_problem_line = line;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(file_problem, sizeof file_problem, fmt, ap);
@@ -212,8 +283,8 @@ static void file_problem_set(const char *fmt, ...)
 static void file_line_locked(char *line, int lineno)
 {
     if (strlen(line) > CONF_LINE_MAX) {
-        file_problem_set("%s:%d: the line is longer than %d characters", file_path, lineno,
-                         CONF_LINE_MAX);
+        file_problem_set(lineno, "%s:%d: the line is longer than %d characters", file_path,
+                         lineno, CONF_LINE_MAX);
         return;
     }
     char *hash = strchr(line, '#');
@@ -222,27 +293,39 @@ static void file_line_locked(char *line, int lineno)
     if (!*s) return;
     char *eq = strchr(s, '=');
     if (!eq) {
-        file_problem_set("%s:%d: '%s' is not NAME = value", file_path, lineno, shown(s, q));
+        file_problem_set(lineno, "%s:%d: '%s' is not NAME = value", file_path, lineno,
+                         shown(s, q));
         return;
     }
     *eq = '\0';
     char *name = trim(s), *value = trim(eq + 1);
-    int idx = setting_index(name);
-    if (idx < 0 || !strcmp(name, "COHORT_CONF")) {
-        file_problem_set("%s:%d: '%s' is not a setting %s", file_path, lineno,
-                         shown(name, q), idx < 0 ? "(cohort-info --settings lists them)"
-                         : "a settings file can hold (set COHORT_CONF in the environment)");
+    if (!strcmp(name, "COHORT_CONF")) {
+        file_problem_set(lineno, "%s:%d: '%s' is not a setting a settings file can hold (set "
+                         "COHORT_CONF in the environment)", file_path, lineno, name);
         return;
     }
-    if (file_values[idx]) {
-        file_problem_set("%s:%d: %s is set a second time (first on line %d)", file_path,
-                         lineno, name, file_lines[idx]);
+    int i = file_entry_locked(name);
+    if (i >= 0) {
+        file_problem_set(lineno, "%s:%d: %s is set a second time (first on line %d)", file_path,
+                         lineno, shown(name, q), file_entries[i].line);
         return;
     }
-    file_values[idx] = strdup(value);
-    file_lines[idx] = lineno;
-    if (!file_values[idx])
-        file_problem_set("%s:%d: out of memory for the value of %s", file_path, lineno, name);
+    if (nfile_entries == FILE_MAX_ENTRIES) {
+        file_problem_set(lineno, "%s:%d: more than %d settings in one file", file_path, lineno,
+                         FILE_MAX_ENTRIES);
+        return;
+    }
+    char *n = strdup(name), *v = strdup(value);
+    if (!n || !v) {
+        free(n);
+        free(v);
+        file_problem_set(lineno, "%s:%d: out of memory for the value of %s", file_path, lineno,
+                         shown(name, q));
+        return;
+    }
+    file_entries[nfile_entries].name = n;
+    file_entries[nfile_entries].value = v;
+    file_entries[nfile_entries++].line = lineno;
 }
 
 static void load_file_locked(void)
@@ -252,13 +335,13 @@ static void load_file_locked(void)
     char *text = NULL, why[160], q[104];
     size_t len = 0;
     if (path && !*path) {
-        file_problem_set("COHORT_CONF='' is set but empty; name a settings file, or unset it to "
+        file_problem_set(0, "COHORT_CONF='' is set but empty; name a settings file, or unset it to "
                          "read ./cohort.conf or /etc/cohort.conf when they exist");
         return;
     }
     if (path) {
         if (cohort_file_read(path, CONF_MAX_BYTES, &text, &len, why, sizeof why)) {
-            file_problem_set("COHORT_CONF='%s' %s; point it at a readable settings file (a "
+            file_problem_set(0, "COHORT_CONF='%s' %s; point it at a readable settings file (a "
                              "regular file of at most %d bytes) or unset it", shown(path, q), why,
                              CONF_MAX_BYTES);
             return;
@@ -270,7 +353,7 @@ static void load_file_locked(void)
             if (e == 0) {
                 path = defaults[i];
             } else if (e != ENOENT) {   /* there, but unusable: a mistake worth hearing of */
-                file_problem_set("settings file %s %s; fix it, remove it, or set COHORT_CONF to "
+                file_problem_set(0, "settings file %s %s; fix it, remove it, or set COHORT_CONF to "
                                  "another file", defaults[i], why);
                 return;
             }
@@ -295,49 +378,71 @@ static void ensure_loaded(void)
     pthread_mutex_unlock(&file_lock);
 }
 
-static const char *file_value(int idx)
+/* The file's value of a known setting (NULL: the file does not set it); *line its line. */
+static const char *file_value(const char *name, int *line)
 {
+    const char *v = NULL;
+    if (!cohort_setting_find(name) || !strcmp(name, "COHORT_CONF")) return NULL;
     pthread_mutex_lock(&file_lock);
     if (!file_loaded) load_file_locked();
-    const char *v = file_values[idx];
+    int i = file_entry_locked(name);
+    if (i >= 0) {
+        v = file_entries[i].value;
+        if (line) *line = file_entries[i].line;
+    }
     pthread_mutex_unlock(&file_lock);
     return v;
 }
 
+int cohort_config_file_names_known(void)
+{
+    int known = 1;
+    ensure_loaded();
+    pthread_mutex_lock(&file_lock);
+    for (int i = 0; i < nfile_entries && known; i++)
+        known = cohort_setting_find(file_entries[i].name) != NULL;
+    pthread_mutex_unlock(&file_lock);
+    return known;
+}
+
 cohort_status_t cohort_config_file_status(void)
 {
-    char msg[sizeof file_problem];
+    char msg[sizeof file_problem], q[104];
     ensure_loaded();
     pthread_mutex_lock(&file_lock);
     memcpy(msg, file_problem, sizeof msg);
+    /* the first problem by line: the parse's, or a name that no table knows */
+    int first = msg[0] ? file_problem_line : INT_MAX;
+    for (int i = 0; i < nfile_entries; i++) {
+        if (file_entries[i].line >= first || cohort_setting_find(file_entries[i].name)) continue;
+        first = file_entries[i].line;
+        snprintf(msg, sizeof msg, "%s:%d: '%s' is not a setting (cohort-info --settings lists "
+                 "them, the transports' own included)", file_path, first,
+                 shown(file_entries[i].name, q));
+    }
     pthread_mutex_unlock(&file_lock);
     return msg[0] ? cohort_error(COHORT_ERR_INVALID_ARG, "%s", msg) : COHORT_SUCCESS;
 }
 
 const char *cohort_config_file_value(const char *name, int *line, const char **path)
 {
-    int idx = setting_index(name);
-    if (idx < 0 || !strcmp(name, "COHORT_CONF")) return NULL;
-    ensure_loaded();
-    pthread_mutex_lock(&file_lock);
-    const char *v = file_values[idx];
-    if (line) *line = file_lines[idx];
-    if (path) *path = file_path;
-    pthread_mutex_unlock(&file_lock);
+    const char *v = file_value(name, line);
+    if (v && path) *path = file_path;
     return v;
 }
 
 void cohort_config_reset(void)
 {
     pthread_mutex_lock(&file_lock);
-    for (size_t i = 0; i < NSETTINGS; i++) {
-        free(file_values[i]);
-        file_values[i] = NULL;
-        file_lines[i] = 0;
+    for (int i = 0; i < nfile_entries; i++) {
+        free(file_entries[i].name);
+        free(file_entries[i].value);
     }
+    nfile_entries = 0;
     file_loaded = 0;
     file_path[0] = '\0';
     file_problem[0] = '\0';
+    file_problem_line = 0;
     pthread_mutex_unlock(&file_lock);
 }
 
@@ -345,13 +450,10 @@ const char *cohort_config_value(const char *name)
 {
     const char *env = getenv(name);
     if (env) return env;
-    int idx = setting_index(name);
-    if (idx < 0) return NULL;
-    if (strcmp(name, "COHORT_CONF") != 0) {
-        const char *fv = file_value(idx);
-        if (fv) return fv;
-    }
-    return settings[idx].def;
+    const cohort_setting_t *s = cohort_setting_find(name);
+    if (!s) return NULL;
+    const char *fv = file_value(name, NULL);
+    return fv ? fv : s->def;
 }
 
 /* ---- words: one spelling for every reader --------------------------------------------------- */
@@ -467,14 +569,14 @@ const char *cohort_config_get(const char *name)
 const char *cohort_config_source(const char *name)
 {
     if (getenv(name)) return "env";
-    int idx = setting_index(name);
-    if (idx < 0) return "unset";
-    if (strcmp(name, "COHORT_CONF") != 0 && file_value(idx)) {
+    const cohort_setting_t *s = cohort_setting_find(name);
+    if (!s) return "unset";
+    if (file_value(name, NULL)) {
         static _Thread_local char buf[1100];
         snprintf(buf, sizeof buf, "file %s", file_path);
         return buf;
     }
-    return settings[idx].def ? "default" : "unset";
+    return s->def ? "default" : "unset";
 }
 
 cohort_status_t cohort_config_long(const char *name, long min, long max, long *value)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The one settings table. Every COHORT_* variable the project reads is listed in config.c with
- * its default, a line of help and what a valid value is; cohort-info prints the table. Values
+/* The one settings table. Every COHORT_* variable the project reads is listed with its default,
+ * a line of help and what a valid value is: the core's in config.c, each transport's in its own
+ * plugin (plugin ABI 1.5), added here when the plugin is read; cohort-info prints them all. Values
  * come from the environment, then from a cohort.conf file (COHORT_CONF, else ./cohort.conf, else
  * /etc/cohort.conf; lines `NAME = value`, # comments), then the default.
  *
@@ -31,11 +32,28 @@ typedef struct cohort_setting {
     cohort_setting_kind_t kind;
     double min, max;      /* COHORT_SET_LONG/DOUBLE: the range; COHORT_SET_TEXT: max length */
     const char *words;    /* COHORT_SET_WORD */
+    const char *owner;    /* NULL: the core's; else the plugin whose table holds it */
+    /* a plugin's further check (cohort_plugin_setting_v1_t.check), NULL: none */
+    int (*check)(const char *value, char *why, size_t len);
 } cohort_setting_t;
 
-const cohort_setting_t *cohort_settings(size_t *count);
+/* The table: the core's settings, then the plugins' read so far. Entries never move; the count
+ * grows when a plugin's table is added. */
+size_t cohort_settings_count(void);
+const cohort_setting_t *cohort_setting_at(size_t i);
 /* The table's entry for name, NULL if it has none. */
 const cohort_setting_t *cohort_setting_find(const char *name);
+/* Adds a plugin's n settings (already in the core's form, owner set here): COHORT_SUCCESS, also
+ * when owner's table was added before (it is not added twice); COHORT_ERR_PLUGIN with a message
+ * naming owner and the entry when a name is malformed or another table's (naming that owner),
+ * an entry lacks its help or words, or its range is empty. The strings must live as long as the
+ * process. */
+cohort_status_t cohort_config_add(const char *owner, const cohort_setting_t *list, size_t n);
+/* 1 when owner's table has been added. */
+int cohort_config_has_owner(const char *owner);
+/* 1 when every name the settings file sets is in the table (0: a plugin's table may be missing,
+ * or the name is no setting at all). */
+int cohort_config_file_names_known(void);
 /* The log subsystems COHORT_DEBUG_SUBSYS may name, besides the names of the transport plugins
  * found (a plugin logs under its own name). */
 #define COHORT_LOG_SUBSYSTEMS "init,boot,plugin,net,shm,topo,jobctl,stall,mem,error"
@@ -57,8 +75,9 @@ const char *cohort_config_source(const char *name);
  * does not set it), its line and the file's path. */
 const char *cohort_config_file_value(const char *name, int *line, const char **path);
 /* The settings file's own problems: COHORT_CONF naming a file that cannot be read, a line that
- * is not NAME = value, a name that is not a setting. COHORT_ERR_INVALID_ARG with a message
- * naming the file, the line and its text (the first problem); COHORT_SUCCESS when none. */
+ * is not NAME = value, a name that is not in the table (read the plugins' tables first:
+ * cohort_config_check does). COHORT_ERR_INVALID_ARG with a message naming the file, the line
+ * and its text (the first problem); COHORT_SUCCESS when none. */
 cohort_status_t cohort_config_file_status(void);
 /* Integer/real settings: junk, overflow or out-of-range values give COHORT_ERR_INVALID_ARG with a
  * message naming the variable and the text. Unset (no env, file or default): *value unchanged. */

@@ -16,11 +16,14 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+
+extern char **environ;
 
 #define SHOWN 96   /* characters of a value quoted in a message */
 
@@ -239,16 +242,6 @@ static cohort_status_t check_special(const cohort_setting_t *s, const char *v)
 {
     const char *name = s->name;
     if (!strcmp(name, "COHORT_DEBUG_SUBSYS")) return check_subsys(name, v);
-    if (!strcmp(name, "COHORT_IB_HCA")) return cohort_hca_spec_check(name, v);
-    if (!strcmp(name, "COHORT_SHM_COLL_CHUNK")) {
-        long c;
-        cohort_status_t st = cohort_parse_long(name, v, 0, 64L << 20, &c);
-        if (!st && c != 0 && c < 4096)   /* the shm transport's own words */
-            st = cohort_error(COHORT_ERR_INVALID_ARG, "%s=%ld is out of range: bytes per round "
-                              "of the node collectives, 4096 to %ld, or 0 for none "
-                              "(collectives then run over point-to-point)", name, c, 64L << 20);
-        return st;
-    }
     if (!strcmp(name, "COHORT_TRANSPORTS")) {
         cohort_transport_list_t list;
         cohort_status_t st = cohort_transport_list_parse(name, v, &list);
@@ -286,14 +279,25 @@ static cohort_status_t check_one(const cohort_setting_t *s, const char *v)
                             "or unset it for the default (%s)", s->name, shown(v, strlen(v), q),
                             s->def ? s->def : "unset");
     }
+    cohort_status_t st = COHORT_ERR_INTERNAL;
     switch (s->kind) {
-    case COHORT_SET_TEXT: return check_text(s, v);
-    case COHORT_SET_LONG: return cohort_parse_long(s->name, v, (long)s->min, (long)s->max, &l);
-    case COHORT_SET_DOUBLE: return cohort_parse_double(s->name, v, s->min, s->max, &d);
-    case COHORT_SET_WORD: return check_word(s, v);
-    case COHORT_SET_SPECIAL: return check_special(s, v);
+    case COHORT_SET_TEXT: st = check_text(s, v); break;
+    case COHORT_SET_LONG: st = cohort_parse_long(s->name, v, (long)s->min, (long)s->max, &l); break;
+    case COHORT_SET_DOUBLE: st = cohort_parse_double(s->name, v, s->min, s->max, &d); break;
+    case COHORT_SET_WORD: st = check_word(s, v); break;
+    case COHORT_SET_SPECIAL: st = check_special(s, v); break;
     }
-    return COHORT_ERR_INTERNAL;
+    char why[256] = "";
+    if (!st && s->check && s->check(v, why, sizeof why)) {   /* a plugin's own rule */
+        char q[SHOWN + 4];
+        why[sizeof why - 1] = '\0';
+        for (char *c = why; *c; c++)   /* it may quote the value: printable only */
+            if (!isprint((unsigned char)*c)) *c = '?';
+        return cohort_error(COHORT_ERR_INVALID_ARG, "%s='%s' is refused by the %s transport: %s",
+                            s->name, shown(v, strlen(v), q), s->owner,
+                            why[0] ? why : "(it gave no reason)");
+    }
+    return st;
 }
 
 /* One value; path: it came from that settings file, whose line is named. */
@@ -313,19 +317,63 @@ static cohort_status_t check_value(const cohort_setting_t *s, const char *v, con
     return cohort_error(st, "%s", msg);
 }
 
+/* A COHORT_* variable of the environment that no table holds: a typo, or a setting of a plugin
+ * that is not on the search path. Said once per name and process (it may be meant for another
+ * version of cohort: not an error). */
+static void warn_unknown_env(void)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static char said[16][64];
+    static int nsaid;
+    for (char **e = environ; *e; e++) {
+        size_t nl = strcspn(*e, "=");
+        char name[64];
+        if (strncmp(*e, "COHORT_", 7) || nl >= sizeof name) continue;
+        memcpy(name, *e, nl);
+        name[nl] = '\0';
+        if (cohort_setting_find(name)) continue;
+        pthread_mutex_lock(&lock);
+        int seen = 0;
+        for (int i = 0; i < nsaid && !seen; i++) seen = !strcmp(said[i], name);
+        if (!seen && nsaid < 16) memcpy(said[nsaid++], name, nl + 1);
+        pthread_mutex_unlock(&lock);
+        if (!seen)
+            COHORT_WARN("init", "%s is set but is no setting of cohort or of a "
+                       "transport plugin on the search path: ignored (a typo? cohort-info "
+                       "--settings lists them)", name);
+    }
+}
+
+/* 1 when the environment or the settings file sets a COHORT_* name that the table lacks. */
+static int unknown_names(void)
+{
+    for (char **e = environ; *e; e++) {
+        size_t nl = strcspn(*e, "=");
+        char name[64];
+        if (strncmp(*e, "COHORT_", 7) || nl >= sizeof name) continue;
+        memcpy(name, *e, nl);
+        name[nl] = '\0';
+        if (!cohort_setting_find(name)) return 1;
+    }
+    return !cohort_config_file_names_known();
+}
+
 cohort_status_t cohort_config_check(void)
 {
+    /* a setting no table holds may be a plugin's whose table is not read yet */
+    if (unknown_names()) cohort_plugins_read_settings();
     cohort_status_t st = cohort_config_file_status();
     if (st) return st;
-    size_t n;
-    const cohort_setting_t *table = cohort_settings(&n);
+    warn_unknown_env();
+    size_t n = cohort_settings_count();
     for (size_t i = 0; i < n; i++) {
-        const char *name = table[i].name, *v = cohort_config_value(name);
+        const cohort_setting_t *s = cohort_setting_at(i);
+        const char *name = s->name, *v = cohort_config_value(name);
         int line = 0;
         const char *path = NULL, *fv = cohort_config_file_value(name, &line, &path);
         /* the file's value even where the environment overrides it: a bad line is a bad line */
-        if (fv && fv != v && (st = check_value(&table[i], fv, path, line))) return st;
-        if (v && (st = check_value(&table[i], v, fv == v ? path : NULL, line))) return st;
+        if (fv && fv != v && (st = check_value(s, fv, path, line))) return st;
+        if (v && (st = check_value(s, v, fv == v ? path : NULL, line))) return st;
     }
     return COHORT_SUCCESS;
 }

@@ -68,14 +68,6 @@ cohort_status_t cohort_algo_spec_parse(const char *what, const char *text,
 /* The algorithm named for coll, or NULL. */
 const char *cohort_algo_spec_get(const cohort_algo_spec_t *spec, const char *coll);
 
-/* COHORT_IB_HCA, checked in the core so that a bad value fails even where the verbs transport
- * is absent. The grammar is the verbs transport's own (transports/verbs/vb_hca.c, NCCL's):
- * optional '^' (exclude), then optional '=' (exact names), then comma-separated entries
- * name[:port]: names of [A-Za-z0-9_.-], 1-63 characters, ports 1-255; spaces around the list
- * and its entries are ignored; no empty entries, at most 16. Device names are exact: case
- * matters. */
-cohort_status_t cohort_hca_spec_check(const char *what, const char *text);
-
 /* A text file that cohort reads whole: a regular file (or /dev/null, which reads as empty) of at
  * most max bytes without NUL bytes, so that /dev/zero, a FIFO or a huge file is refused rather
  * than read forever. 0 with *text (malloc'd, NUL-terminated: free it) and *len; otherwise an

@@ -177,6 +177,50 @@ static cohort_status_t validate(const char *path, const char *fname,
     return COHORT_SUCCESS;
 }
 
+/* ---- the plugins' settings (ABI 1.5) ---------------------------------------------------- */
+
+#define MAX_PLUGIN_TABLE 64   /* settings in one plugin's table */
+
+/* The plugin's settings table into the core's (when it has one and it is not in yet). A plugin
+ * whose table went in stays mapped for the life of the process: the table's strings and check
+ * functions are the core's from then on. */
+static cohort_status_t add_settings(const char *path, const cohort_transport_v1_t *t)
+{
+    if ((t->abi_version & 0xffffu) < 5 || !COHORT_HAS_FIELD(t, cohort_transport_v1_t, settings) ||
+        !t->settings || cohort_config_has_owner(t->name))
+        return COHORT_SUCCESS;
+    cohort_setting_t list[MAX_PLUGIN_TABLE];
+    size_t n = 0;
+    for (; t->settings[n]; n++) {
+        const cohort_plugin_setting_v1_t *e = t->settings[n];
+        if (n == MAX_PLUGIN_TABLE)
+            return cohort_error(COHORT_ERR_PLUGIN, "plugin %s refused: its settings table holds "
+                                "more than %d settings (or misses its NULL end)", path,
+                                MAX_PLUGIN_TABLE);
+        if (!COHORT_HAS_FIELD(e, cohort_plugin_setting_v1_t, check))
+            return cohort_error(COHORT_ERR_PLUGIN, "plugin %s refused: entry %zu of its settings "
+                                "table is %zu bytes, smaller than ABI 1.5's %zu", path, n,
+                                e->size, sizeof *e);
+        static const cohort_setting_kind_t kinds[] = { COHORT_SET_TEXT, COHORT_SET_LONG,
+                                                       COHORT_SET_DOUBLE, COHORT_SET_WORD };
+        list[n] = (cohort_setting_t){
+            .name = e->name, .def = e->def, .help = e->help,
+            .kind = e->kind >= 0 && e->kind < 4 ? kinds[e->kind] : COHORT_SET_SPECIAL,
+            .min = e->min, .max = e->max, .words = e->words, .check = e->check,
+        };
+    }
+    cohort_status_t st = cohort_config_add(t->name, list, n);
+    if (st) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", cohort_last_error());
+        return cohort_error(COHORT_ERR_PLUGIN, "plugin %s refused: %s", path, why);
+    }
+    /* pin: RTLD_NODELETE on a handle of the loaded object marks it for good */
+    void *pin = dlopen(path, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+    if (pin) dlclose(pin);
+    return COHORT_SUCCESS;
+}
+
 cohort_status_t cohort_plugin_open(const char *path, cohort_plugin_t **out)
 {
     *out = NULL;
@@ -197,6 +241,7 @@ cohort_status_t cohort_plugin_open(const char *path, cohort_plugin_t **out)
                             COHORT_PLUGIN_SYMBOL);
     }
     cohort_status_t st = validate(path, fname, t);
+    if (!st) st = add_settings(path, t);
     if (st) {
         dlclose(dl);
         return st;
@@ -477,6 +522,34 @@ cohort_status_t cohort_plugins_check_names(const char *text, const cohort_transp
             st = missing(COHORT_ERR_INVALID_ARG, list->names[i], cand, n);
     free(cand);
     return st;
+}
+
+void cohort_plugins_read_settings(void)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    candidate_t *cand = malloc(MAX_CANDIDATES * sizeof *cand);
+    if (!cand) return;
+    pthread_mutex_lock(&lock);
+    int n = scan_all(cand);
+    for (int i = 0; i < n; i++) {
+        if (cohort_config_has_owner(cand[i].name)) continue;
+        /* the checks of cohort_plugin_open, without init: a file it would refuse adds nothing */
+        dlerror();
+        void *dl = dlopen(cand[i].path, RTLD_NOW | RTLD_LOCAL);
+        const cohort_transport_v1_t *t = dl ? dlsym(dl, COHORT_PLUGIN_SYMBOL) : NULL;
+        int old = cohort_error_log_level(COHORT_LOG_NONE);
+        cohort_status_t st = t ? validate(cand[i].path, cand[i].name, t) : COHORT_ERR_PLUGIN;
+        if (!st) st = add_settings(cand[i].path, t);
+        cohort_error_log_level(old);
+        if (st)
+            cohort_log(COHORT_LOG_INFO, SUBSYS, "plugin %s (%s): its settings are not read: %s",
+                       cand[i].name, cand[i].path, t ? cohort_last_error()
+                       : dl ? "no " COHORT_PLUGIN_SYMBOL " symbol" : dlerror());
+        if (st) cohort_error_clear();   /* the loader reports it when it loads the plugin */
+        if (dl) dlclose(dl);
+    }
+    pthread_mutex_unlock(&lock);
+    free(cand);
 }
 
 int cohort_plugins_exists(const char *name)

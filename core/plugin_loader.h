@@ -57,6 +57,10 @@ void cohort_plugins_search_path(char *buf, size_t len);
  * libcohort.so, or to a tool in $(bindir) that links the core statically) into buf; 1 when that differs from the configured one (a moved install), 0 when it is
  * the configured one (also written to buf) or cannot be told. */
 int cohort_plugins_install_dir(char *buf, size_t len);
+/* Reads the settings tables (plugin ABI 1.5) of the plugins on the search path whose tables are
+ * not in the core's yet, without initialising them (cohort_plugin_open reads a plugin's table
+ * as it loads it): cohort_config_check, when a setting no table holds is set, and cohort-info. */
+void cohort_plugins_read_settings(void);
 /* Whether the search path holds a plugin file for name (libcohort-<name>.so); loads nothing. */
 int cohort_plugins_exists(const char *name);
 /* COHORT_TRANSPORTS (text, parsed into list) against the search path, loading nothing:

@@ -63,13 +63,16 @@ static void show_plugins(void)
  * cohort-info --settings to check a job's settings before they launch it. */
 static int show_settings(void)
 {
-    size_t n;
-    const cohort_setting_t *s = cohort_settings(&n);
-    printf("\nSettings (environment, then cohort.conf, then default):\n");
+    cohort_plugins_read_settings();   /* the transports' own settings too */
+    size_t n = cohort_settings_count();
+    printf("\nSettings (environment, then cohort.conf, then default; a transport's own are "
+           "marked with its name):\n");
     for (size_t i = 0; i < n; i++) {
-        const char *v = cohort_config_value(s[i].name);
-        printf("  %-22s = %-14s [%s; default %s]\n      %s\n", s[i].name, v ? v : "(unset)",
-               cohort_config_source(s[i].name), s[i].def ? s[i].def : "unset", s[i].help);
+        const cohort_setting_t *s = cohort_setting_at(i);
+        const char *v = cohort_config_value(s->name);
+        printf("  %-22s = %-14s [%s; default %s%s%s]\n      %s\n", s->name, v ? v : "(unset)",
+               cohort_config_source(s->name), s->def ? s->def : "unset",
+               s->owner ? "; transport " : "", s->owner ? s->owner : "", s->help);
     }
     /* what a communicator's creation would say about them */
     int old = cohort_error_log_level(COHORT_LOG_NONE);

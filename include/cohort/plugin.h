@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define COHORT_PLUGIN_ABI_MAJOR 1
-#define COHORT_PLUGIN_ABI_MINOR 4
+#define COHORT_PLUGIN_ABI_MINOR 5
 #define COHORT_PLUGIN_ABI_VERSION ((uint32_t)((COHORT_PLUGIN_ABI_MAJOR << 16) | COHORT_PLUGIN_ABI_MINOR))
 #define COHORT_PLUGIN_SYMBOL "cohort_transport_v1"
 #define COHORT_ADDR_MAX 512   /* largest endpoint address blob a plugin may publish */
@@ -184,6 +184,39 @@ typedef struct cohort_transport_coll_v1 {
     void (*cancel)(cohort_tp_req_t req);
 } cohort_transport_coll_v1_t;
 
+/* ---- Settings a plugin owns (ABI 1.5, optional) ----
+ * Every COHORT_* variable a plugin reads is listed in its table, and the core treats it as one
+ * of its own: cohort-info prints it, cohort.conf may set it, its value is checked at every
+ * communicator's creation (even in a job that does not use the plugin), host->setting returns its
+ * default, and host->setting_long checks its range. The core reads the table when it loads the
+ * plugin, before init, and when a setting that no loaded table names is set (it then reads the
+ * tables of every plugin on the search path, without calling their init). A name starts with
+ * "COHORT_" and is no other table's (the core's or another plugin's): the loader refuses a plugin
+ * whose table breaks that, naming both owners. Each plugin agrees its settings with its peers
+ * itself where that matters (a hello carries what the other side must know). */
+typedef enum {
+    COHORT_PSET_TEXT = 0,        /* any text; max > 0: at most max characters */
+    COHORT_PSET_LONG = 1,        /* a whole number in [min, max] */
+    COHORT_PSET_DOUBLE = 2,      /* a number in [min, max] */
+    COHORT_PSET_WORD = 3         /* one of words ("auto|0|1"), any case */
+} cohort_plugin_setting_kind_t;
+
+typedef struct cohort_plugin_setting_v1 {
+    size_t size;                 /* sizeof(cohort_plugin_setting_v1_t) as the plugin was built */
+    const char *name;            /* "COHORT_SHM_CMA" */
+    const char *def;             /* the default as text; NULL: unset by default */
+    const char *help;            /* one or two sentences for cohort-info: what, units, range */
+    int kind;                    /* cohort_plugin_setting_kind_t */
+    double min, max;             /* LONG, DOUBLE: the range; TEXT: the longest value (0: any) */
+    const char *words;           /* WORD: the words, '|'-separated */
+    /* Optional: a further check of a value that passed its kind's ("0, or 4096 and up"; a
+     * grammar of the plugin's own, kind TEXT). Returns 0 when valid; else writes the reason
+     * (what a valid value is; the core names the setting and quotes the value) into why and
+     * returns nonzero. It may run before init and after finalize: it must not use the host
+     * table or the plugin's state. */
+    int (*check)(const char *value, char *why, size_t len);
+} cohort_plugin_setting_v1_t;
+
 typedef struct cohort_transport_v1 {
     size_t size;                 /* sizeof(cohort_transport_v1_t) as the plugin was built */
     uint32_t abi_version;        /* COHORT_PLUGIN_ABI_VERSION */
@@ -266,6 +299,10 @@ typedef struct cohort_transport_v1 {
      * one's closing words, so the plugin may close without them (no goodbyes, no flushes).
      * conn_close and ep_close follow as always; never called otherwise. */
     void (*ep_failed)(cohort_tp_ep_t ep);
+
+    /* Optional (ABI 1.5; NULL: none): the settings this plugin reads, a NULL-terminated array
+     * (see cohort_plugin_setting_v1_t above). */
+    const cohort_plugin_setting_v1_t *const *settings;
 } cohort_transport_v1_t;
 
 /* Smallest size the core accepts for each struct (the 1.0 layout). */

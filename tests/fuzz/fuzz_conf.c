@@ -34,9 +34,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    size_t n;
-    const cohort_setting_t *set = cohort_settings(&n);
-    for (size_t i = 0; i < n; i++) unsetenv(set[i].name);   /* values come from the file */
+    size_t n = cohort_settings_count();
+    for (size_t i = 0; i < n; i++) unsetenv(cohort_setting_at(i)->name);   /* from the file */
     fuzz_quiet();                                            /* but COHORT_DEBUG=NONE */
     memfd = memfd_create("fuzz-cohort.conf", MFD_CLOEXEC);
     if (memfd < 0) {
@@ -65,8 +64,8 @@ static int same_words(const char *a, const char *b)
 }
 
 /* The reference reading: ref[i] points into `copy` (the value of setting i) or is NULL. */
-static void reference(const uint8_t *data, size_t size, char *copy, const cohort_setting_t *set,
-                      size_t nset, const char **ref)
+static void reference(const uint8_t *data, size_t size, char *copy,
+                      const cohort_setting_t *const *set, size_t nset, const char **ref)
 {
     memcpy(copy, data, size);
     copy[size] = '\0';
@@ -90,7 +89,7 @@ static void reference(const uint8_t *data, size_t size, char *copy, const cohort
         while (blank(*value)) value++;
         for (e = value + strlen(value); e > value && blank(e[-1]);) *--e = '\0';
         for (size_t i = 0; i < nset; i++)
-            if (!strcmp(set[i].name, name)) ref[i] = value;
+            if (!strcmp(set[i]->name, name)) ref[i] = value;
     }
 }
 
@@ -99,11 +98,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (ftruncate(memfd, 0) != 0 || pwrite(memfd, data, size, 0) != (ssize_t)size) abort();
     cohort_config_reset();
     cohort_log_reset();
-    size_t nset;
-    const cohort_setting_t *set = cohort_settings(&nset);
+    size_t nset = cohort_settings_count();
+    const cohort_setting_t **set = calloc(nset, sizeof *set);
     const char **ref = calloc(nset, sizeof *ref);
     char *copy = malloc(size + 1);
-    if (!ref || !copy) abort();
+    if (!set || !ref || !copy) abort();
+    for (size_t i = 0; i < nset; i++) set[i] = cohort_setting_at(i);
     reference(data, size, copy, set, nset, ref);
     /* A numeric setting first: the file is read on this call, and a problem with one of its
      * lines is the log's first message. */
@@ -115,25 +115,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (cohort_config_file_status() != COHORT_SUCCESS || memchr(data, '\0', size)) {
         free(copy);
         free(ref);
+        free(set);
         return 0;
     }
     const char *tv = NULL;
     for (size_t i = 0; i < nset; i++)
-        if (!strcmp(set[i].name, "COHORT_TIMEOUT")) tv = ref[i] ? ref[i] : set[i].def;
+        if (!strcmp(set[i]->name, "COHORT_TIMEOUT")) tv = ref[i] ? ref[i] : set[i]->def;
     long want = -1;
     cohort_status_t wst = cohort_parse_long("COHORT_TIMEOUT", tv, 1, 86400, &want);
     FUZZ_CHECK(st == wst && timeout == want, "COHORT_TIMEOUT: %d/%ld, reference '%s' %d/%ld",
                (int)st, timeout, tv, (int)wst, want);
     for (size_t i = 0; i < nset; i++) {
-        const char *name = set[i].name;
+        const char *name = set[i]->name;
         if (!strcmp(name, "COHORT_CONF") || !strcmp(name, "COHORT_DEBUG")) continue;  /* env */
-        const char *got = cohort_config_value(name), *exp = ref[i] ? ref[i] : set[i].def;
+        const char *got = cohort_config_value(name), *exp = ref[i] ? ref[i] : set[i]->def;
         FUZZ_CHECK((got == NULL) == (exp == NULL) && (!got || !strcmp(got, exp)),
                    "%s reads '%s', the reference says '%s'", name, got ? got : "(unset)",
                    exp ? exp : "(unset)");
         /* readers get words in one spelling (config.h): the same words, case and blanks aside */
         const char *read = cohort_config_get(name);
-        int words = set[i].kind == COHORT_SET_WORD || !strcmp(name, "COHORT_TRANSPORTS") ||
+        int words = set[i]->kind == COHORT_SET_WORD || !strcmp(name, "COHORT_TRANSPORTS") ||
                     !strcmp(name, "COHORT_ALGO") || !strcmp(name, "COHORT_DEBUG_SUBSYS");
         FUZZ_CHECK((read == NULL) == (exp == NULL) &&
                    (!read || (words ? same_words(read, exp) : read == got)),
@@ -148,5 +149,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(cohort_config_get("COHORT_NO_SUCH_SETTING") == NULL, "unknown setting has a value");
     free(copy);
     free(ref);
+    free(set);
     return 0;
 }

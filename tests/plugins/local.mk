@@ -19,6 +19,24 @@ test_plugins = \
 	tests/plugins/libcohort-abimax.la
 check_LTLIBRARIES += $(test_plugins)
 
+# Plugins with a settings table (ABI 1.5; tests/plugins/psets.c says which is which), in a
+# directory of their own.
+test_psets = tests/plugins/psets/libcohort-psets.la tests/plugins/psets/libcohort-psetsdup.la \
+	tests/plugins/psets/libcohort-psetsname.la
+check_LTLIBRARIES += $(test_psets)
+tests_plugins_psets_libcohort_psets_la_SOURCES = tests/plugins/psets.c tests/plugins/stub.h
+tests_plugins_psets_libcohort_psets_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/plugins \
+	-DPSETS_NAME='"psets"' -DPSETS_CASE=0
+tests_plugins_psets_libcohort_psets_la_LDFLAGS = $(test_plugin_ldflags)
+tests_plugins_psets_libcohort_psetsdup_la_SOURCES = tests/plugins/psets.c tests/plugins/stub.h
+tests_plugins_psets_libcohort_psetsdup_la_CPPFLAGS = $(AM_CPPFLAGS) \
+	-I$(top_srcdir)/tests/plugins -DPSETS_NAME='"psetsdup"' -DPSETS_CASE=1
+tests_plugins_psets_libcohort_psetsdup_la_LDFLAGS = $(test_plugin_ldflags)
+tests_plugins_psets_libcohort_psetsname_la_SOURCES = tests/plugins/psets.c tests/plugins/stub.h
+tests_plugins_psets_libcohort_psetsname_la_CPPFLAGS = $(AM_CPPFLAGS) \
+	-I$(top_srcdir)/tests/plugins -DPSETS_NAME='"psetsname"' -DPSETS_CASE=2
+tests_plugins_psets_libcohort_psetsname_la_LDFLAGS = $(test_plugin_ldflags)
+
 tests_plugins_libcohort_badabi_la_SOURCES = tests/plugins/badabi.c tests/plugins/stub.h
 tests_plugins_libcohort_badabi_la_LDFLAGS = $(test_plugin_ldflags)
 tests_plugins_libcohort_nosym_la_SOURCES = tests/plugins/nosym.c tests/plugins/stub.h
@@ -56,9 +74,10 @@ check_PROGRAMS += tests/unit/test_loader
 TESTS += tests/unit/test_loader
 tests_unit_test_loader_SOURCES = tests/unit/test_loader.c
 tests_unit_test_loader_CPPFLAGS = $(AM_CPPFLAGS) \
-	-DTEST_PLUGIN_DIR='"$(abs_top_builddir)/tests/plugins/.libs"'
+	-DTEST_PLUGIN_DIR='"$(abs_top_builddir)/tests/plugins/.libs"' \
+	-DTEST_PSETS_DIR='"$(abs_top_builddir)/tests/plugins/psets/.libs"'
 tests_unit_test_loader_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_loader_LDADD = libcohort-core.la $(CHECK_LIBS)
 # `make tests/unit/test_loader` alone also builds the plugins it loads.
-EXTRA_tests_unit_test_loader_DEPENDENCIES = $(test_plugins)
+EXTRA_tests_unit_test_loader_DEPENDENCIES = $(test_plugins) $(test_psets)
 endif

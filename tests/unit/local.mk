@@ -5,9 +5,7 @@ if HAVE_CHECK
 check_PROGRAMS += tests/unit/test_parse tests/unit/test_reduce tests/unit/test_hmac
 TESTS += tests/unit/test_parse tests/unit/test_reduce tests/unit/test_hmac
 
-# vb_hca.c: COHORT_IB_HCA's check in the core is compared with the verbs transport's parser.
-tests_unit_test_parse_SOURCES = tests/unit/test_parse.c tests/unit/expect.h \
-	transports/verbs/vb_hca.c transports/verbs/vb_hca.h
+tests_unit_test_parse_SOURCES = tests/unit/test_parse.c tests/unit/expect.h
 tests_unit_test_parse_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_parse_LDADD = libcohort-core.la $(CHECK_LIBS)
 

@@ -685,7 +685,7 @@ static const bad_setting_t BAD_SETTINGS[] = {
     { "COHORT_SHM_EAGER_LIMIT", "-1", "'-1'" },
     { "COHORT_SHM_CMA", "7", "'7'" },
     { "COHORT_SHM_MAP", "2", "'2'" },
-    { "COHORT_SHM_COLL_CHUNK", "12", "=12" },
+    { "COHORT_SHM_COLL_CHUNK", "12", "='12' is refused by the shm transport" },
     { "COHORT_SOCKET_IFNAME", "=nosuchif0", "'=nosuchif0' matches no interface" },
     { "COHORT_SOCKET_IFNAME", "eth0,,lo", "empty entry" },
     { "COHORT_SOCKET_IFNAME", "10.0.0.0/99", "10.0.0.0/99" },

@@ -12,10 +12,11 @@
 #include <unistd.h>
 
 #include "cohort/cohort.h"
+#include "core/config.h"
 #include "core/plugin_loader.h"
 
-#ifndef TEST_PLUGIN_DIR
-#error "build with -DTEST_PLUGIN_DIR='\"<builddir>/tests/plugins/.libs\"'"
+#if !defined(TEST_PLUGIN_DIR) || !defined(TEST_PSETS_DIR)
+#error "build with -DTEST_PLUGIN_DIR and -DTEST_PSETS_DIR (tests/plugins/local.mk)"
 #endif
 
 static char path_buf[4096];
@@ -338,6 +339,121 @@ START_TEST(search_path_starts_with_setting)
 }
 END_TEST
 
+/* ---- plugins' settings tables (ABI 1.5) ------------------------------------------------- */
+
+static const char *psets(const char *name)
+{
+    snprintf(path_buf, sizeof path_buf, "%s/libcohort-%s.so", TEST_PSETS_DIR, name);
+    return path_buf;
+}
+
+/* A plugin's table joins the core's when the plugin is opened (before its init): found, owned,
+ * its default read through the host, its range and its own check applied by the core. */
+START_TEST(table_joins_on_open)
+{
+    setenv("COHORT_CONF", "/dev/null", 1);
+    ck_assert_ptr_null(cohort_setting_find("COHORT_PSETS_LEVEL"));
+    cohort_plugin_t *p = NULL;
+    ck_assert_msg(cohort_plugin_open(psets("psets"), &p) == COHORT_SUCCESS, "%s",
+                  cohort_last_error());
+    const cohort_setting_t *s = cohort_setting_find("COHORT_PSETS_LEVEL");
+    ck_assert_ptr_nonnull(s);
+    ck_assert_str_eq(s->owner, "psets");
+    ck_assert_int_eq(s->kind, COHORT_SET_LONG);
+    const cohort_host_v1_t *h = cohort_plugin_host();
+    ck_assert_str_eq(h->setting("COHORT_PSETS_LEVEL"), "3");
+    ck_assert_str_eq(h->setting("COHORT_PSETS_MODE"), "fast");
+    long v = 0;
+    ck_assert_int_eq(h->setting_long("COHORT_PSETS_LEVEL", &v), COHORT_SUCCESS);
+    ck_assert_int_eq(v, 3);
+    setenv("COHORT_PSETS_LEVEL", "12", 1);   /* the table's range, through the host */
+    ck_assert_int_eq(h->setting_long("COHORT_PSETS_LEVEL", &v), COHORT_ERR_INVALID_ARG);
+    ck_assert_has(cohort_last_error(), "COHORT_PSETS_LEVEL");
+    ck_assert_has(cohort_last_error(), "12");
+    ck_assert_int_eq(cohort_config_check(), COHORT_ERR_INVALID_ARG);
+    ck_assert_has(cohort_last_error(), "COHORT_PSETS_LEVEL");
+    unsetenv("COHORT_PSETS_LEVEL");
+    setenv("COHORT_PSETS_MODE", " Safe ", 1);   /* words: any case */
+    ck_assert_int_eq(cohort_config_check(), COHORT_SUCCESS);
+    ck_assert_str_eq(h->setting("COHORT_PSETS_MODE"), "safe");
+    setenv("COHORT_PSETS_MODE", "slow", 1);
+    ck_assert_int_eq(cohort_config_check(), COHORT_ERR_INVALID_ARG);
+    ck_assert_has(cohort_last_error(), "'slow'");
+    ck_assert_has(cohort_last_error(), "safe");
+    unsetenv("COHORT_PSETS_MODE");
+    setenv("COHORT_PSETS_SPEC", "bad", 1);   /* the plugin's own check */
+    ck_assert_int_eq(cohort_config_check(), COHORT_ERR_INVALID_ARG);
+    ck_assert_has(cohort_last_error(), "COHORT_PSETS_SPEC='bad' is refused by the psets transport");
+    ck_assert_has(cohort_last_error(), "the one spelling this test plugin refuses");
+    setenv("COHORT_PSETS_SPEC", "good", 1);
+    ck_assert_int_eq(cohort_config_check(), COHORT_SUCCESS);
+    unsetenv("COHORT_PSETS_SPEC");
+    cohort_plugin_close(p);
+    /* closed: the table stays (the plugin stays mapped), and opening again adds nothing */
+    size_t n = cohort_settings_count();
+    ck_assert_ptr_eq(cohort_setting_find("COHORT_PSETS_LEVEL"), s);
+    ck_assert_int_eq(cohort_plugin_open(psets("psets"), &p), COHORT_SUCCESS);
+    ck_assert_uint_eq(cohort_settings_count(), n);
+    cohort_plugin_close(p);
+}
+END_TEST
+
+/* A name that is another table's, or not COHORT_..., refuses the plugin, naming both. */
+START_TEST(table_conflicts_refuse_the_plugin)
+{
+    cohort_plugin_t *p = (cohort_plugin_t *)&p;
+    size_t n = cohort_settings_count();
+    ck_assert_int_eq(cohort_plugin_open(psets("psetsdup"), &p), COHORT_ERR_PLUGIN);
+    ck_assert_ptr_null(p);
+    ck_assert_has(cohort_last_error(), psets("psetsdup"));
+    ck_assert_has(cohort_last_error(), "COHORT_TIMEOUT");
+    ck_assert_has(cohort_last_error(), "cohort's core");
+    ck_assert_ptr_null(cohort_setting_find("COHORT_PSETS_LEVEL"));   /* none of it joined */
+    ck_assert_int_eq(cohort_plugin_open(psets("psetsname"), &p), COHORT_ERR_PLUGIN);
+    ck_assert_has(cohort_last_error(), "'PSETS_X'");
+    ck_assert_uint_eq(cohort_settings_count(), n);
+    /* the good one's names are then taken: a second table with them is refused */
+    ck_assert_int_eq(cohort_plugin_open(psets("psets"), &p), COHORT_SUCCESS);
+    cohort_plugin_close(p);
+    ck_assert_int_eq(cohort_plugin_open(psets("psetsdup"), &p), COHORT_ERR_PLUGIN);
+    ck_assert_has(cohort_last_error(), "COHORT_PSETS_LEVEL");
+    ck_assert_has(cohort_last_error(), "setting of psets");
+}
+END_TEST
+
+/* A plugin's setting set before the plugin is loaded (in the environment or cohort.conf): the
+ * check reads the tables on the search path, without init, and checks it; a name that no table
+ * holds stays an error in cohort.conf. */
+START_TEST(check_reads_tables_on_the_path)
+{
+    char dir[] = "/tmp/cohort-psets-XXXXXX", conf[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(conf, sizeof conf, "%s/cohort.conf", dir);
+    FILE *f = fopen(conf, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "COHORT_PSETS_MODE = safe\nCOHORT_PSETS_LEVEL = 10\n");
+    fclose(f);
+    setenv("COHORT_CONF", conf, 1);
+    setenv("COHORT_PLUGIN_PATH", TEST_PSETS_DIR, 1);
+    cohort_config_reset();
+    ck_assert_int_eq(cohort_config_check(), COHORT_ERR_INVALID_ARG);
+    ck_assert_has(cohort_last_error(), "COHORT_PSETS_LEVEL");
+    ck_assert_has(cohort_last_error(), "line 2");
+    ck_assert_str_eq(cohort_setting_find("COHORT_PSETS_MODE")->owner, "psets");
+    ck_assert_str_eq(cohort_config_get("COHORT_PSETS_MODE"), "safe");
+    f = fopen(conf, "w");
+    fprintf(f, "COHORT_PSETS_MODE = safe\nCOHORT_PSETS_NOSUCH = 1\n");
+    fclose(f);
+    cohort_config_reset();
+    ck_assert_int_eq(cohort_config_check(), COHORT_ERR_INVALID_ARG);
+    ck_assert_has(cohort_last_error(), "cohort.conf:2: 'COHORT_PSETS_NOSUCH' is not a setting");
+    unlink(conf);
+    rmdir(dir);
+    unsetenv("COHORT_CONF");
+    cohort_config_reset();
+}
+END_TEST
+
 static Suite *loader_suite(void)
 {
     Suite *s = suite_create("plugin_loader");
@@ -364,6 +480,11 @@ static Suite *loader_suite(void)
     tcase_add_test(set, exclude_list_reports_every_refusal);
     tcase_add_test(set, no_filter_loads_the_good_one);
     tcase_add_test(set, search_path_starts_with_setting);
+    TCase *tab = tcase_create("settings");
+    tcase_add_test(tab, table_joins_on_open);
+    tcase_add_test(tab, table_conflicts_refuse_the_plugin);
+    tcase_add_test(tab, check_reads_tables_on_the_path);
+    suite_add_tcase(s, tab);
     suite_add_tcase(s, set);
     return s;
 }

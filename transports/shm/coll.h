@@ -15,7 +15,7 @@
 #include <time.h>
 
 #define SHM_COLL_NSLOTS 4                       /* rounds a rank may run ahead of the slowest */
-#define SHM_COLL_DEFAULT_ROUND ((long)256 << 10) /* COHORT_SHM_COLL_CHUNK */
+#define SHM_COLL_DEFAULT_ROUND ((long)256 << 10) /* COHORT_SHM_COLL_CHUNK's default (shm.c) */
 #define SHM_COLL_MAX_ROUND ((long)64 << 20)
 
 typedef struct shm_coll_hooks {

@@ -73,6 +73,7 @@
 #include <cohort/plugin.h>
 #include "transports/common/kit_bytes.h"
 #include "transports/common/kit_fail.h"
+#include "transports/common/kit_settings.h"
 
 #include "shm_int.h"
 
@@ -183,6 +184,42 @@ static cohort_status_t shm_get_attr(cohort_tp_ctx_t ctxv, cohort_transport_attr_
     return COHORT_SUCCESS;
 }
 
+/* ---- settings: the plugin's table (cohort-info prints it, the core checks every value) ---- */
+
+static int coll_chunk_check(const char *value, char *why, size_t len)
+{
+    long c = strtol(value, NULL, 10);
+    if (c == 0 || c >= 4096) return 0;
+    snprintf(why, len, "bytes per round of the node collectives are 4096 to %ld, or 0 for none "
+             "(collectives then run over point-to-point)", SHM_COLL_MAX_ROUND);
+    return 1;
+}
+
+KIT_LONG(set_segment, "COHORT_SHM_SEGMENT_SIZE", "1048576",
+         "shm: bytes of shared memory per connection (both directions), 64 KiB to 1 GiB",
+         SHM_MIN_SLOT, SHM_MAX_SLOT);
+KIT_LONG(set_eager, "COHORT_SHM_EAGER_LIMIT", "65536",
+         "shm: messages up to this size go through the shared ring, larger ones single-copy "
+         "(CMA); 0 to 1 GiB", 0, 1L << 30);
+KIT_LONG(set_cma, "COHORT_SHM_CMA", "1",
+         "shm: 1 uses process_vm_readv for large messages when permitted; 0 copies through "
+         "shared memory", 0, 1);
+KIT_LONG(set_map, "COHORT_SHM_MAP", "1",
+         "shm: 1 lets node collectives read buffers from cohort_mem_alloc in place (every rank's "
+         "must come from there); 0 copies them through staging like any memory", 0, 1);
+KIT_LONG(set_stream, "COHORT_SHM_STREAM", "2",
+         "shm: how staged node collectives write their slots: 0 ordinary stores, 1 streaming "
+         "(non-temporal) stores, 2 both tried and the faster used, per message size (which is "
+         "faster depends on whether the ranks' cores share a cache)", 0, 2);
+KIT_SETTING(set_coll_chunk, "COHORT_SHM_COLL_CHUNK", "262144",
+            "shm: bytes per round of the node collectives (rank 0's value is used), 4 KiB to 64 "
+            "MiB; 0: no node collectives (point-to-point algorithms instead)", COHORT_PSET_LONG,
+            0, SHM_COLL_MAX_ROUND, NULL, coll_chunk_check);
+
+static const cohort_plugin_setting_v1_t *const shm_settings[] = {
+    &set_segment, &set_eager, &set_cma, &set_map, &set_stream, &set_coll_chunk, NULL
+};
+
 static cohort_status_t shm_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t *info,
                                    cohort_tp_ep_t *epp, void *addr, size_t *addrlen)
 {
@@ -195,32 +232,14 @@ static cohort_status_t shm_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
     if (*addrlen < sizeof(shm_addr_t))
         return host->error(COHORT_ERR_INVALID_ARG, "shm: ep_open: the address buffer holds %zu "
                            "bytes, %zu needed", *addrlen, sizeof(shm_addr_t));
-    long slot = SHM_DEFAULT_SLOT, eager = SHM_DEFAULT_EAGER, cma = 1;
-    st = host->setting_long("COHORT_SHM_SEGMENT_SIZE", &slot);
-    if (st) return st;
-    if (slot < SHM_MIN_SLOT || slot > SHM_MAX_SLOT)
-        return host->error(COHORT_ERR_INVALID_ARG, "COHORT_SHM_SEGMENT_SIZE=%ld is out of range: "
-                           "shared memory per connection, %ld to %ld bytes", slot, SHM_MIN_SLOT,
-                           SHM_MAX_SLOT);
-    if ((st = host->setting_long("COHORT_SHM_EAGER_LIMIT", &eager))) return st;
-    if (eager < 0 || eager > (1L << 30))
-        return host->error(COHORT_ERR_INVALID_ARG, "COHORT_SHM_EAGER_LIMIT=%ld is out of range: "
-                           "0 to 1073741824 bytes", eager);
-    if ((st = host->setting_long("COHORT_SHM_CMA", &cma))) return st;
-    long map = 1;
-    if ((st = host->setting_long("COHORT_SHM_MAP", &map))) return st;
-    long stream = 2;
-    if ((st = host->setting_long("COHORT_SHM_STREAM", &stream))) return st;
-    if (stream < 0 || stream > 2)
-        return host->error(COHORT_ERR_INVALID_ARG, "COHORT_SHM_STREAM=%ld is out of range: 0 "
-                           "(ordinary stores), 1 (streaming stores) or 2 (measure both)", stream);
-    long coll_chunk = SHM_COLL_DEFAULT_ROUND;
-    if ((st = host->setting_long("COHORT_SHM_COLL_CHUNK", &coll_chunk))) return st;
-    if (coll_chunk != 0 && (coll_chunk < 4096 || coll_chunk > SHM_COLL_MAX_ROUND))
-        return host->error(COHORT_ERR_INVALID_ARG, "COHORT_SHM_COLL_CHUNK=%ld is out of range: "
-                           "bytes per round of the node collectives, 4096 to %ld, or 0 for "
-                           "none (collectives then run over point-to-point)", coll_chunk,
-                           SHM_COLL_MAX_ROUND);
+    long slot, eager, cma, map, stream, coll_chunk;
+    if ((st = kit_setting_long(host, &set_segment, &slot)) ||
+        (st = kit_setting_long(host, &set_eager, &eager)) ||
+        (st = kit_setting_long(host, &set_cma, &cma)) ||
+        (st = kit_setting_long(host, &set_map, &map)) ||
+        (st = kit_setting_long(host, &set_stream, &stream)) ||
+        (st = kit_setting_long(host, &set_coll_chunk, &coll_chunk)))
+        return st;
     int have_reduce = COHORT_HAS_FIELD(host, cohort_host_v1_t, reduce_finish) &&
                       host->reduce && host->reduce3 && host->reduce_finish;
     shm_ep_t *ep = calloc(1, sizeof *ep);
@@ -776,4 +795,5 @@ const cohort_transport_v1_t cohort_transport_v1 = {
     .progress = shm_progress,
     .ep_fd = shm_ep_fd,
     .coll = &shm_coll_table,
+    .settings = shm_settings,
 };

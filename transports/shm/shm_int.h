@@ -45,10 +45,8 @@
 #define SHM_SEG_MAGIC 0x636f686f7274534dull  /* "cohortSM" */
 #define SHM_LAYOUT_VERSION 4u
 #define SHM_PAGE ((size_t)4096)
-#define SHM_DEFAULT_SLOT ((long)1 << 20)     /* COHORT_SHM_SEGMENT_SIZE: bytes per connection */
-#define SHM_MIN_SLOT ((long)64 << 10)
+#define SHM_MIN_SLOT ((long)64 << 10)       /* COHORT_SHM_SEGMENT_SIZE: bytes per connection */
 #define SHM_MAX_SLOT ((long)1 << 30)
-#define SHM_DEFAULT_EAGER ((long)64 << 10)
 #define SHM_RNDV_CHUNK ((size_t)1 << 20)     /* CMA bytes per progress call and connection */
 #define SHM_LIVENESS_NS 2000000ull           /* peer pid checked at most every 2 ms... */
 #define SHM_LIVENESS_CALLS 64u               /* ...and the clock read every 64th call (power of 2) */

@@ -29,6 +29,7 @@
 #define _GNU_SOURCE 1
 #endif
 #include <cohort/plugin.h>
+#include "transports/common/kit_settings.h"
 
 #include "tcp_wire.h"
 #include "tcp_int.h"
@@ -230,6 +231,19 @@ static void ep_destroy(tcp_ep_t *ep)
     free(ep);
 }
 
+/* ---- settings: the plugin's table (cohort-info prints it, the core checks every value) ---- */
+
+KIT_LONG(set_nsocks, "COHORT_SOCKET_NSOCKS", "2",
+         "tcp: sockets per peer (1 to 16); large messages are striped over them", 1,
+         TCP_MAX_NSOCKS);
+KIT_LONG(set_probe_ms, "COHORT_SOCKET_PROBE_MS", "1000",
+         "tcp: milliseconds to wait for a peer's interface to answer the reachability probe at "
+         "start-up (without COHORT_SOCKET_IFNAME every candidate interface is probed), 1 to "
+         "600000", 1, TCP_MAX_PROBE_MS);
+
+static const cohort_plugin_setting_v1_t *const tcp_settings[] = { &set_nsocks, &set_probe_ms,
+                                                                  NULL };
+
 static cohort_status_t tcp_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t *info,
                                    cohort_tp_ep_t *epp, void *addr, size_t *addrlen)
 {
@@ -246,19 +260,10 @@ static cohort_status_t tcp_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
                            "always enough)", *addrlen, tcp_addr_size(1));
     size_t fit = (*addrlen - TCP_ADDR_HDR_SIZE) / TCP_ADDR_CAND_SIZE;
     int maxc = fit < TCP_ADDR_MAX_CANDS ? (int)fit : TCP_ADDR_MAX_CANDS;
-    long nsocks = TCP_DEFAULT_NSOCKS;
-    st = host->setting_long("COHORT_SOCKET_NSOCKS", &nsocks);
-    if (st) return st;
-    if (nsocks < 1 || nsocks > TCP_MAX_NSOCKS)
-        return host->error(COHORT_ERR_INVALID_ARG, "COHORT_SOCKET_NSOCKS=%ld is out of range: "
-                           "use 1 to %d sockets per peer", nsocks, TCP_MAX_NSOCKS);
-    long probe_ms = TCP_DEFAULT_PROBE_MS;
-    st = host->setting_long("COHORT_SOCKET_PROBE_MS", &probe_ms);
-    if (st) return st;
-    if (probe_ms < 1 || probe_ms > TCP_MAX_PROBE_MS)
-        return host->error(COHORT_ERR_INVALID_ARG, "COHORT_SOCKET_PROBE_MS=%ld is out of range: "
-                           "use 1 to %d milliseconds (how long the tcp transport waits for a "
-                           "peer's address to answer at start-up)", probe_ms, TCP_MAX_PROBE_MS);
+    long nsocks, probe_ms;
+    if ((st = kit_setting_long(host, &set_nsocks, &nsocks)) ||
+        (st = kit_setting_long(host, &set_probe_ms, &probe_ms)))
+        return st;
     const cohort_netif_t *ifs = NULL;
     int nifs = 0;
     st = host->netifs(&ifs, &nifs);
@@ -433,4 +438,5 @@ const cohort_transport_v1_t cohort_transport_v1 = {
     .progress = tcp_progress,
     .ep_fd = tcp_ep_fd,
     .coll = NULL,
+    .settings = tcp_settings,
 };

@@ -18,7 +18,6 @@
 
 #define SUBSYS "net"
 #define TCP_PLUGIN_VERSION COHORT_VERSION_STRING   /* the package's (configure) */
-#define TCP_DEFAULT_NSOCKS 2
 #define TCP_STAGE_SIZE ((size_t)64 * 1024)     /* socket 0 read-ahead buffer */
 #define TCP_DIRECT_MIN ((size_t)8 * 1024)      /* read straight into the user buffer above this */
 #define TCP_SCRATCH_SIZE ((size_t)64 * 1024)   /* where discarded payload goes */
@@ -27,8 +26,7 @@
 #define TCP_ACCEPT_PAUSE_MS 100                 /* accept() out of descriptors: retry after */
 #define TCP_IOV_BATCH 64
 #define TCP_ADDRSTR 64
-#define TCP_DEFAULT_PROBE_MS 1000
-#define TCP_MAX_PROBE_MS 600000
+#define TCP_MAX_PROBE_MS 600000                 /* COHORT_SOCKET_PROBE_MS at most */
 
 
 /* ---- objects ----------------------------------------------------------------------------- */

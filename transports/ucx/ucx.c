@@ -58,6 +58,7 @@
 #endif
 #include <cohort/plugin.h>
 #include "transports/common/kit_bytes.h"
+#include "transports/common/kit_settings.h"
 
 #include <ucp/api/ucp.h>
 
@@ -552,6 +553,16 @@ static void ep_destroy(ux_ep_t *ep)
     free(ep);
 }
 
+/* ---- settings: the plugin's table (cohort-info prints it, the core checks every value) ---- */
+
+KIT_SETTING(set_zcopy, "COHORT_UCX_ZCOPY", "auto",
+            "ucx: payloads from 64 KiB as contiguous 512 KiB chunks through registered receive "
+            "slots, so that UCX's zero-copy rendezvous applies: auto (when UCX has an RDMA "
+            "transport), 1 (also over tcp), 0 (never: one two-part message)", COHORT_PSET_WORD,
+            0, 0, "auto|0|1", NULL);
+
+static const cohort_plugin_setting_v1_t *const ucx_settings[] = { &set_zcopy, NULL };
+
 static cohort_status_t ux_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t *info,
                                   cohort_tp_ep_t *epp, void *addr, size_t *addrlen)
 {
@@ -564,9 +575,9 @@ static cohort_status_t ux_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t *
                            "than the %d this transport supports", info->nranks,
                            1 << UX_RANK_BITS);
     /* COHORT_UCX_ZCOPY: large payloads in chunks (see "large" at the top). auto: only when UCX
-     * has an RDMA transport, where zero-copy pays; over tcp the gain is 1.3-1.7x while UCX
+     * has an RDMA transport, where zero-copy pays; over tcp the gain is smaller while UCX
      * 1.13's own assertions on closing with transfers in flight fire more often. */
-    const char *zv = host->setting("COHORT_UCX_ZCOPY");
+    const char *zv = host->setting(set_zcopy.name);
     int zcopy;
     if (!zv || !strcasecmp(zv, "auto")) zcopy = ctx->has_rdma;
     else if (!strcmp(zv, "0") || !strcmp(zv, "1")) zcopy = zv[0] == '1';
@@ -708,4 +719,5 @@ const cohort_transport_v1_t cohort_transport_v1 = {
     .ep_fd = ux_ep_fd,
     .coll = NULL,
     .ep_failed = ux_ep_failed,
+    .settings = ucx_settings,
 };

@@ -47,6 +47,7 @@
 #endif
 #include <cohort/plugin.h>
 #include "transports/common/kit_bytes.h"
+#include "transports/common/kit_settings.h"
 
 #include "vb_hca.h"
 #include "vb_int.h"
@@ -102,13 +103,32 @@ static int gid_is_v4(const union ibv_gid *g)
     return !memcmp(g->raw, pfx, 12);
 }
 
+/* ---- settings: the plugin's table (cohort-info prints it, the core checks every value) ---- */
+
+static int hca_check(const char *value, char *why, size_t len)
+{
+    vb_hca_spec_t spec;
+    return vb_hca_parse(value, &spec, why, len) != 0;
+}
+
+KIT_SETTING(set_hca, "COHORT_IB_HCA", NULL,
+            "verbs: RDMA devices and ports to use, NCCL's grammar: prefixes with optional :port "
+            "(mlx5_0:1,mlx5_1), =exact names, ^ to exclude; default: the first active port",
+            COHORT_PSET_TEXT, 0, 0, NULL, hca_check);
+KIT_LONG(set_gid_index, "COHORT_IB_GID_INDEX", NULL,
+         "verbs: GID table index for RoCE (0 to 1023); default: the IPv4-mapped RoCE v2 GID "
+         "(InfiniBand: 0)", 0, 1023);
+
+static const cohort_plugin_setting_v1_t *const verbs_settings[] = { &set_hca, &set_gid_index,
+                                                                    NULL };
+
 /* Picks the GID: COHORT_IB_GID_INDEX, else the IPv4-mapped RoCE v2 one, else RoCE v2, else 0. */
 static cohort_status_t pick_gid(vb_ctx_t *x, const struct ibv_port_attr *pa)
 {
     const cohort_host_v1_t *h = x->host;
     long want = -1;
-    if (h->setting("COHORT_IB_GID_INDEX")) {
-        cohort_status_t st = h->setting_long("COHORT_IB_GID_INDEX", &want);
+    if (h->setting(set_gid_index.name)) {
+        cohort_status_t st = kit_setting_long(h, &set_gid_index, &want);
         if (st) return st;
         if (want < 0 || want >= pa->gid_tbl_len)
             return h->error(COHORT_ERR_INVALID_ARG, "verbs: COHORT_IB_GID_INDEX=%ld: %s port %d "
@@ -168,7 +188,7 @@ static cohort_status_t vb_init(const cohort_host_v1_t *host, cohort_tp_ctx_t *ct
     }
     vb_hca_spec_t spec;
     char perr[256];
-    const char *hca = host->setting("COHORT_IB_HCA");
+    const char *hca = host->setting(set_hca.name);
     if (vb_hca_parse(hca, &spec, perr, sizeof perr)) {
         ibv_free_device_list(list);
         return host->error(COHORT_ERR_INVALID_ARG, "COHORT_IB_HCA=%s", perr);
@@ -532,4 +552,5 @@ const cohort_transport_v1_t cohort_transport_v1 = {
     .progress = vb_progress,
     .ep_fd = vb_ep_fd,
     .coll = NULL,
+    .settings = verbs_settings,
 };
