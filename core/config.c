@@ -105,6 +105,13 @@ static const cohort_setting_t core_settings[] = {
       "hierarchical collectives (node shm + across nodes): auto (when every node has the same "
       "number of ranks, 2 or more, over 2 or more nodes), 1 (force), 0 (flat rings)",
       WORDS("auto|1|0") },
+    { "COHORT_HVD_CHECK", "0",
+      "Horovod-style layer (cohort.torch as hvd): 1 compares every allreduce and broadcast "
+      "across ranks before it runs (a mismatch raises naming both ranks); 0 off", NUM(0, 1) },
+    { "COHORT_HVD_JOIN_POLL", "0.05",
+      "Horovod-style layer: seconds a wait lasts before the rank reads the store to learn "
+      "whether a rank has joined (hvd.join), then at doubling intervals up to 1 s; 0.001 to 60",
+      REAL(0.001, 60) },
     { "COHORT_CONF", NULL, "settings file read after the environment (default ./cohort.conf, "
       "then /etc/cohort.conf): a regular file of at most 1 MiB; a line that is not NAME = value "
       "or names no setting is an error", TEXT(0) },

@@ -213,6 +213,11 @@ setting COHORT_IB_HCA "mlx5 0"
 setting COHORT_IB_GID_INDEX 1024
 setting COHORT_IB_GID_INDEX -1
 setting COHORT_IB_GID_INDEX 0x10
+setting COHORT_HVD_CHECK 2
+setting COHORT_HVD_CHECK yes
+setting COHORT_HVD_JOIN_POLL 0
+setting COHORT_HVD_JOIN_POLL 61
+setting COHORT_HVD_JOIN_POLL 50ms
 setting COHORT_CONF /dev/zero "character device"
 setting COHORT_CONF "$tmp/fifo" "a pipe"
 setting COHORT_CONF "$tmp/dir" "a directory"
