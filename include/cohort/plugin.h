@@ -352,6 +352,22 @@ static inline void cohort_attr_fill(cohort_transport_attr_t *dst,
                n - sizeof dst->size);
 }
 
+/* A whole get_attr for a plugin whose attributes are its scope and two estimates (no GPU
+ * memory, no limit on requests in flight): COHORT_ERR_INVALID_ARG for a NULL attr. */
+static inline cohort_status_t cohort_attr_give(cohort_transport_attr_t *attr, int scope,
+                                               double bandwidth_gbps, double latency_us)
+{
+    if (!attr) return COHORT_ERR_INVALID_ARG;
+    cohort_transport_attr_t a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.scope = scope;
+    a.bandwidth_gbps = bandwidth_gbps;
+    a.latency_us = latency_us;
+    cohort_attr_fill(attr, &a);
+    return COHORT_SUCCESS;
+}
+
 #ifdef __cplusplus
 }
 #endif

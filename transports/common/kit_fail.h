@@ -22,6 +22,21 @@ static inline void kit_fail_note(const cohort_host_v1_t *host, const char *subsy
     host->log(COHORT_LOG_INFO, subsys, "%s", msg);
 }
 
+/* The first lines of every transport's conn_fail(c, st, fmt, ...): a connection fails once
+ * (a second failure keeps the first message and returns), its message is noted, its state
+ * becomes failed_state and its error st. The connection struct has, by the kit's convention,
+ * state, err, errmsg (an array) and ep->host; the caller's SUBSYS names the log subsystem. */
+#define KIT_CONN_FAIL_ONCE(c, failed_state, st, fmt)                                      \
+    do {                                                                                  \
+        if ((c)->state == (failed_state)) return;                                         \
+        va_list kit_ap_;                                                                  \
+        va_start(kit_ap_, fmt);                                                           \
+        kit_fail_note((c)->ep->host, SUBSYS, (c)->errmsg, sizeof (c)->errmsg, fmt, kit_ap_); \
+        va_end(kit_ap_);                                                                  \
+        (c)->state = (failed_state);                                                      \
+        (c)->err = (st);                                                                  \
+    } while (0)
+
 /* A request's own message: *msg (malloc'd, or NULL) replaced by the formatted text. Without
  * memory for it, *msg stays NULL and the connection's message is reported instead. */
 static inline void kit_msg_set(char **msg, const char *fmt, va_list ap)

@@ -172,16 +172,7 @@ static cohort_status_t shm_finalize(cohort_tp_ctx_t ctxv)
 static cohort_status_t shm_get_attr(cohort_tp_ctx_t ctxv, cohort_transport_attr_t *attr)
 {
     (void)ctxv;
-    if (!attr) return COHORT_ERR_INVALID_ARG;
-    cohort_transport_attr_t a;
-    memset(&a, 0, sizeof a);
-    a.scope = COHORT_SCOPE_NODE;
-    a.bandwidth_gbps = 8.0;     /* rough: one memory copy */
-    a.latency_us = 0.5;
-    a.gpu_memory = 0;
-    a.max_inflight = 0;
-    cohort_attr_fill(attr, &a);
-    return COHORT_SUCCESS;
+    return cohort_attr_give(attr, COHORT_SCOPE_NODE, 8.0 /* rough: one memory copy */, 0.5);
 }
 
 /* ---- settings: the plugin's table (cohort-info prints it, the core checks every value) ---- */

@@ -92,13 +92,7 @@ static void hello_mac(const cohort_host_v1_t *host, const char *job, uint64_t co
 
 void shm_conn_fail(shm_conn_t *c, cohort_status_t st, const char *fmt, ...)
 {
-    if (c->state == C_FAILED) return;
-    va_list ap;
-    va_start(ap, fmt);
-    kit_fail_note(c->ep->host, SUBSYS, c->errmsg, sizeof c->errmsg, fmt, ap);
-    va_end(ap);
-    c->state = C_FAILED;
-    c->err = st;
+    KIT_CONN_FAIL_ONCE(c, C_FAILED, st, fmt);
     /* Tell the peer we gave up, so it does not wait for us. */
     c->ep->nevents++;
     if (c->ctl) {

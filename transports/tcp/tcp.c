@@ -166,16 +166,8 @@ static cohort_status_t tcp_finalize(cohort_tp_ctx_t ctxv)
 static cohort_status_t tcp_get_attr(cohort_tp_ctx_t ctxv, cohort_transport_attr_t *attr)
 {
     (void)ctxv;
-    if (!attr) return COHORT_ERR_INVALID_ARG;
-    cohort_transport_attr_t a;
-    memset(&a, 0, sizeof a);
-    a.scope = COHORT_SCOPE_NETWORK;
-    a.bandwidth_gbps = 1.25;    /* rough: a 10 Gb/s link */
-    a.latency_us = 25.0;        /* rough: kernel TCP round trip on a LAN */
-    a.gpu_memory = 0;
-    a.max_inflight = 0;
-    cohort_attr_fill(attr, &a);
-    return COHORT_SUCCESS;
+    /* rough: a 10 Gb/s link, and a kernel TCP round trip on a LAN */
+    return cohort_attr_give(attr, COHORT_SCOPE_NETWORK, 1.25, 25.0);
 }
 
 /* ---- endpoints --------------------------------------------------------------------------- */

@@ -175,13 +175,7 @@ void tcp_conn_close_sockets(tcp_conn_t *c)
 /* Every pending and later request fails with st and the message. */
 void tcp_conn_fail(tcp_conn_t *c, cohort_status_t st, const char *fmt, ...)
 {
-    if (c->state == C_FAILED) return;
-    va_list ap;
-    va_start(ap, fmt);
-    kit_fail_note(c->ep->host, SUBSYS, c->errmsg, sizeof c->errmsg, fmt, ap);
-    va_end(ap);
-    c->state = C_FAILED;
-    c->err = st;
+    KIT_CONN_FAIL_ONCE(c, C_FAILED, st, fmt);
     tcp_conn_close_sockets(c);
     c->unm_h = c->unm_t = NULL;
     c->def_h = c->def_t = NULL;

@@ -412,20 +412,13 @@ static cohort_status_t ux_finalize(cohort_tp_ctx_t ctxv)
 static cohort_status_t ux_get_attr(cohort_tp_ctx_t ctxv, cohort_transport_attr_t *attr)
 {
     ux_ctx_t *ctx = (ux_ctx_t *)ctxv;
-    if (!attr) return COHORT_ERR_INVALID_ARG;
-    cohort_transport_attr_t a;
-    memset(&a, 0, sizeof a);
-    a.scope = COHORT_SCOPE_NETWORK;
     /* With RDMA (anything beyond tcp and shared memory) UCX is preferred over cohort's tcp, but
      * not over cohort's own verbs transport (which never estimates below 1.5 GB/s): Debian's
      * UCX 1.13 aborts the process on some endpoint failures over rc/ud verbs (seen on Soft-RoCE
      * across two VMs), which the verbs plugin turns into errors. With only tcp it is not faster
      * than cohort's own (docs/performance-log.md), so it ranks below. */
     int rdma = ctx && ctx->has_rdma;
-    a.bandwidth_gbps = rdma ? 1.4 : 1.0;
-    a.latency_us = rdma ? 3.0 : 30.0;
-    cohort_attr_fill(attr, &a);
-    return COHORT_SUCCESS;
+    return cohort_attr_give(attr, COHORT_SCOPE_NETWORK, rdma ? 1.4 : 1.0, rdma ? 3.0 : 30.0);
 }
 
 /* Lets the worker finish what UCX started on its own before ucp_worker_destroy: a peer's

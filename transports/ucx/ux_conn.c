@@ -48,13 +48,7 @@ void ux_conn_close_uep(ux_conn_t *c)
 /* Every pending and later request fails with st and the message. */
 void ux_conn_fail(ux_conn_t *c, cohort_status_t st, const char *fmt, ...)
 {
-    if (c->state == C_FAILED) return;
-    va_list ap;
-    va_start(ap, fmt);
-    kit_fail_note(c->ep->host, SUBSYS, c->errmsg, sizeof c->errmsg, fmt, ap);
-    va_end(ap);
-    c->state = C_FAILED;
-    c->err = st;
+    KIT_CONN_FAIL_ONCE(c, C_FAILED, st, fmt);
     ux_ep_t *ep = c->ep;
     c->def_h = c->def_t = NULL;
     for (ux_req_t *r = c->all; r; r = r->anext)

@@ -36,13 +36,7 @@
 
 void vb_conn_fail(vb_conn_t *c, cohort_status_t st, const char *fmt, ...)
 {
-    if (c->state == C_FAILED) return;
-    va_list ap;
-    va_start(ap, fmt);
-    kit_fail_note(c->ep->host, SUBSYS, c->errmsg, sizeof c->errmsg, fmt, ap);
-    va_end(ap);
-    c->state = C_FAILED;
-    c->err = st;
+    KIT_CONN_FAIL_ONCE(c, C_FAILED, st, fmt);
     if (c->fd >= 0) epoll_ctl(c->ep->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     for (vb_req_t *r = c->reqs; r; r = r->next) vb_req_done(r, st);
     c->txq = c->txq_tail = c->rq = c->rq_tail = NULL;

@@ -340,17 +340,8 @@ static cohort_status_t vb_finalize(cohort_tp_ctx_t c)
 static cohort_status_t vb_get_attr(cohort_tp_ctx_t c, cohort_transport_attr_t *attr)
 {
     vb_ctx_t *x = c;
-    if (!attr) return COHORT_ERR_INVALID_ARG;
-    cohort_transport_attr_t a;
-    memset(&a, 0, sizeof a);
-    a.size = sizeof a;
-    a.scope = COHORT_SCOPE_NETWORK;
-    a.bandwidth_gbps = x && x->gbps > 1.5 ? x->gbps : 1.5;   /* above tcp's estimate */
-    a.latency_us = 3.0;
-    a.gpu_memory = 0;
-    a.max_inflight = 0;
-    cohort_attr_fill(attr, &a);
-    return COHORT_SUCCESS;
+    /* above tcp's estimate */
+    return cohort_attr_give(attr, COHORT_SCOPE_NETWORK, x && x->gbps > 1.5 ? x->gbps : 1.5, 3.0);
 }
 
 /* ---- endpoints --------------------------------------------------------------------------- */
