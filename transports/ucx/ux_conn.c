@@ -28,6 +28,8 @@
 #include <string.h>
 #include <unistd.h>
 
+_Static_assert(UX_MAC_LEN == KIT_MAC_LEN, "ucx frames carry the kit's MAC");
+
 /* ---- connections ------------------------------------------------------------------------- */
 
 void ux_conn_close_uep(ux_conn_t *c)
@@ -304,7 +306,7 @@ static void accept_hello(ux_conn_t *c, const unsigned char *buf)
     kit_put_le32(a + 4, (uint32_t)ep->rank);
     kit_put_le32(a + 8, (uint32_t)c->peer);
     kit_put_le64(a + 12, ep->comm_id);
-    ep->host->auth(a, UX_ACK_SIZE - UX_MAC_LEN, a + UX_ACK_SIZE - UX_MAC_LEN);
+    kit_frame_seal(ep->host, a, UX_ACK_SIZE);
     /* Ready once the ack has left: until then UCX may still be wiring the ucp_ep up, which
      * needs this worker's progress, and the core stops calling progress once every conn_test
      * says ready (the connector would wait for the ack forever). */
@@ -345,7 +347,6 @@ void ux_hello_arrived(ux_ep_t *ep)
     uint32_t dst = kit_get_le32(b + 8), nranks = kit_get_le32(b + 12);
     uint64_t comm = kit_get_le64(b + 16);
     uint32_t alen = kit_get_le32(b + UX_HELLO_HDR - 4);
-    unsigned char mac[UX_MAC_LEN];
     if ((size_t)alen + UX_HELLO_HDR + UX_MAC_LEN != n) {
         host->log(COHORT_LOG_WARN, SUBSYS, "ucx: rank %d refused a connection hello whose "
                   "length (%zu) does not match its address (%u bytes)", ep->rank, n,
@@ -353,8 +354,7 @@ void ux_hello_arrived(ux_ep_t *ep)
         free(b);
         return;
     }
-    host->auth(b, n - UX_MAC_LEN, mac);
-    if (!kit_ct_equal(mac, b + n - UX_MAC_LEN, UX_MAC_LEN) ||
+    if (!kit_frame_valid(host, b, n) ||
         !kit_ct_equal(b + 24, ep->job_hash, UX_MAC_LEN)) {
         host->log(COHORT_LOG_WARN, SUBSYS, "ucx: rank %d refused a connection hello claiming to "
                   "be rank %d: its authentication does not match this job (another job, or a "
@@ -451,15 +451,12 @@ void ux_ack_arrived(ux_conn_t *c)
     size_t n = r->nbytes;
     cohort_status_t st = r->status;
     if (c->state == C_CONNECTING) {
-        unsigned char mac[UX_MAC_LEN];
-        ep->host->auth(a, UX_ACK_SIZE - UX_MAC_LEN, mac);
         if (st)
             ux_conn_fail(c, st, "ucx: rank %d connecting to rank %d: receiving its answer failed "
                          "(%s)", ep->rank, c->peer, ux_status_words(st));
         else if (n != UX_ACK_SIZE || kit_get_le32(a) != UX_ACK_MAGIC ||
                  kit_get_le32(a + 4) != (uint32_t)c->peer || kit_get_le32(a + 8) != (uint32_t)ep->rank ||
-                 kit_get_le64(a + 12) != ep->comm_id ||
-                 !kit_ct_equal(mac, a + UX_ACK_SIZE - UX_MAC_LEN, UX_MAC_LEN))
+                 kit_get_le64(a + 12) != ep->comm_id || !kit_frame_valid(ep->host, a, n))
             ux_conn_fail(c, COHORT_ERR_TRANSPORT, "ucx: rank %d connecting to rank %d: its answer "
                          "(%zu bytes) is not a valid acknowledgement of this job and "
                          "communicator (different COHORT_JOB_ID/COHORT_SECRET, or another cohort "
@@ -484,7 +481,7 @@ static void bye_encode(const ux_ep_t *ep, int peer, uint64_t nsent, unsigned cha
     kit_put_le32(b + 8, (uint32_t)peer);
     kit_put_le64(b + 12, ep->comm_id);
     kit_put_le64(b + 20, nsent);
-    ep->host->auth(b, UX_BYE_SIZE - UX_MAC_LEN, b + UX_BYE_SIZE - UX_MAC_LEN);
+    kit_frame_seal(ep->host, b, UX_BYE_SIZE);
 }
 
 static void peer_closed(ux_conn_t *c, uint64_t nsent)
@@ -511,12 +508,10 @@ void ux_bye_arrived(ux_ep_t *ep)
     ep->brx.done = 0;
     if (ep->brx.status != UCS_OK) return;
     const unsigned char *b = ep->bbuf;
-    unsigned char mac[UX_MAC_LEN];
-    ep->host->auth(b, UX_BYE_SIZE - UX_MAC_LEN, mac);
     int src = (int)kit_get_le32(b + 4);
     if (ep->brx.len != UX_BYE_SIZE || kit_get_le32(b) != UX_BYE_MAGIC ||
         kit_get_le32(b + 8) != (uint32_t)ep->rank || kit_get_le64(b + 12) != ep->comm_id ||
-        !kit_ct_equal(mac, b + UX_BYE_SIZE - UX_MAC_LEN, UX_MAC_LEN)) {
+        !kit_frame_valid(ep->host, b, UX_BYE_SIZE)) {
         ep->host->log(COHORT_LOG_WARN, SUBSYS, "ucx: rank %d refused a closing notice (%zu "
                       "bytes) that is not from a peer of this communicator", ep->rank,
                       ep->brx.len);
@@ -762,7 +757,7 @@ cohort_status_t ux_connect(cohort_tp_ep_t epv, int peer, const void *peer_addr,
     memcpy(h + UX_PROC_OFF, ep->proc, UX_PROC_LEN);
     kit_put_le32(h + UX_HELLO_HDR - 4, (uint32_t)ep->addr_len);
     memcpy(h + UX_HELLO_HDR, ep->addr, ep->addr_len);
-    host->auth(h, n - UX_MAC_LEN, h + n - UX_MAC_LEN);
+    kit_frame_seal(host, h, n);
     send_ctl(c, K_HELLO, h, n,
              (UX_KIND_HELLO << UX_KIND_SHIFT) | ((uint64_t)(unsigned)ep->rank << UX_SEQ_BITS));
     host->log(COHORT_LOG_TRACE, SUBSYS, "ucx: rank %d connecting to rank %d", ep->rank, peer);

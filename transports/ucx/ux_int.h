@@ -22,7 +22,7 @@
 #define UX_MAGIC 0x43555831u          /* "CUX1": address blob */
 #define UX_HELLO_MAGIC 0x43554831u    /* "CUH1" */
 #define UX_ACK_MAGIC 0x43554131u      /* "CUA1" */
-#define UX_MAC_LEN 32
+#define UX_MAC_LEN 32                /* KIT_MAC_LEN: frames are sealed by the kit */
 #define UX_HOST_LEN 16
 #define UX_HDR 16                     /* cohort tag + length in front of every message */
 #define UX_HELLO_MAX 4096             /* a hello: header + the connector's worker address */

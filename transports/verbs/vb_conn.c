@@ -11,6 +11,7 @@
 #define _GNU_SOURCE 1
 #endif
 #include <cohort/plugin.h>
+#include "transports/common/kit_auth.h"
 #include "transports/common/kit_bytes.h"
 #include "transports/common/kit_fail.h"
 
@@ -31,6 +32,8 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+_Static_assert(VB_HELLO_SIZE - VB_HELLO_MAC_OFF == KIT_MAC_LEN, "the hello ends in the kit's MAC");
 
 /* ---- connection failure ------------------------------------------------------------------ */
 
@@ -61,17 +64,15 @@ static void hello_build(vb_conn_t *c, int kind)
     memcpy(p + 96, ep->ctx->gid.raw, 16);
     kit_put_be32(p + 112, ep->ctx->lid);
     kit_put_be32(p + 116, (uint32_t)ep->ctx->mtu);
-    ep->host->auth(p, VB_HELLO_MAC_OFF, p + VB_HELLO_MAC_OFF);
+    kit_frame_seal(ep->host, p, VB_HELLO_SIZE);
     c->soff = 0;
 }
 
 /* 0: valid hello of `kind` for this endpoint; -1 with why. */
 static int hello_check(vb_ep_t *ep, const unsigned char *p, int kind, const char **why)
 {
-    unsigned char mac[32];
     if (kit_get_be32(p) != VB_HELLO_MAGIC) { *why = "not a cohort verbs handshake"; return -1; }
-    ep->host->auth(p, VB_HELLO_MAC_OFF, mac);
-    if (memcmp(mac, p + VB_HELLO_MAC_OFF, 32)) { *why = "bad HMAC (another job?)"; return -1; }
+    if (!kit_frame_valid(ep->host, p, VB_HELLO_SIZE)) { *why = "bad HMAC (another job?)"; return -1; }
     if (kit_get_be32(p + 4) != (uint32_t)kind) { *why = "unexpected handshake step"; return -1; }
     if (kit_get_be64(p + 16) != ep->comm_id) { *why = "another communicator"; return -1; }
     if (kit_get_be32(p + 12) != (uint32_t)ep->rank) { *why = "meant for another rank"; return -1; }

@@ -35,7 +35,7 @@
 #define VB_ADDR_SIZE 48
 #define VB_HELLO_MAGIC 0x43564248u              /* "CVBH" */
 #define VB_HELLO_SIZE 160
-#define VB_HELLO_MAC_OFF 128
+#define VB_HELLO_MAC_OFF 128         /* the kit's trailing MAC (kit_frame_seal) starts here */
 enum { HELLO = 1, REPLY = 2, READY = 3 };
 #define VB_BYE_MAGIC 0x43564245u                /* "CVBE" */
 #define VB_BYE_SIZE 12
