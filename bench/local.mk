@@ -20,4 +20,4 @@ dist_noinst_SCRIPTS += bench/netns-torch.sh bench/netns_pair.sh
 # The peer drivers (bench/peers/README.md): Open MPI, MPICH and Gloo measured as cohort-bench
 # measures cohort; built by their run_peers.sh (MPI and Gloo are not dependencies of cohort).
 EXTRA_DIST += bench/peers/README.md bench/peers/mpi_coll_bench.c bench/peers/gloo_coll_bench.cc \
-	bench/peers/run_peers.sh bench/peers/summarize.py
+	bench/peers/run_peers.sh bench/peers/summarize.py bench/peers/plots.sh

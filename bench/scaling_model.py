@@ -221,7 +221,7 @@ def model(P, algo, size, N, L):
 def cohort_choice(size, N, L):
     """What cohort runs with default settings: the shm node collective on one node
     (core/coll/transport.c), hier on an even multi-node job with >= 2 ranks per node
-    (core/comm.c hier_setup) from HIER_MIN_BYTES, else rd / ring by size."""
+    (core/comm_create.c hier_setup) from HIER_MIN_BYTES, else rd / ring by size."""
     if N == 1 and L >= 2:
         return "shm"
     if N >= 2 and L >= 2 and size >= HIER_MIN_BYTES:

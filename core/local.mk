@@ -29,7 +29,7 @@ libcohort_core_la_SOURCES = \
 	core/rendezvous.c core/rendezvous.h \
 	core/plugin_loader.c core/plugin_loader.h \
 	core/bootstrap.c core/bootstrap.h \
-	core/comm.c core/comm.h core/comm_view.c \
+	core/comm.c core/comm.h core/comm_create.c core/comm_create.h core/comm_view.c \
 	core/desc.c core/desc.h \
 	core/jobtopo.c core/jobtopo.h \
 	core/jobctl.c core/jobctl.h \

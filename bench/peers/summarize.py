@@ -3,6 +3,7 @@
 """summarize.py -- RESULT lines of several runs as markdown tables.
 
 usage: python3 bench/peers/summarize.py FILE [FILE ...]    ("-" reads stdin)
+       python3 bench/peers/summarize.py --json DIR FILE [FILE ...]
 
 Reads the RESULT lines of run_peers.sh, of mpi_coll_bench / gloo_coll_bench and of
 `cohort-bench --result-label L`; other lines are ignored. Two forms are understood:
@@ -15,7 +16,15 @@ Prints one table per process count: one row per (collective, bytes), one column 
 bus bandwidth in GB/s above; several results for the same cell (repeated runs) are shown as
 "a / b"; a result whose check failed is marked "FAIL", one not checked "(unchecked)".
 "broadcast" and "bcast" are the same collective.
+
+--json DIR writes, instead of the tables, one file per (label, np, collective) into DIR,
+<label>-<coll>-np<np>.json, in the form `cohort-bench --json` writes (the label, np, coll and
+a "results" array of bytes and out-of-place busbw, float32 sum), so that
+`cohort-bench --svg plot.svg --from a.json,b.json` draws the peers beside cohort. A checked
+result that failed is left out.
 """
+import json
+import os
 import sys
 
 SMALL = 64 << 10
@@ -57,11 +66,37 @@ def parse(line):
     return label, np_, coll, nbytes, t, busbw, check
 
 
+def write_json(outdir, rows):
+    """rows: (label, np, coll, bytes, time_us, busbw, check) -> files in outdir."""
+    series = {}
+    for label, np_, coll, nbytes, t, busbw, check in rows:
+        if check == "FAIL":
+            continue
+        series.setdefault((label, np_, coll), []).append((nbytes, t, busbw))
+    os.makedirs(outdir, exist_ok=True)
+    for (label, np_, coll), pts in series.items():
+        name = f"{label}-{coll}-np{np_ if np_ is not None else 'x'}.json"
+        doc = {"label": label, "np": np_ or 0, "coll": "broadcast" if coll == "bcast" else coll,
+               "results": [{"bytes": b, "dtype": "float32", "op": "sum",
+                            "out_of_place": {"time_us": t, "busbw": bw}}
+                           for b, t, bw in sorted(pts)]}
+        with open(os.path.join(outdir, name), "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=1)
+        print(os.path.join(outdir, name))
+    return 0
+
+
 def main(argv):
     if len(argv) < 2 or argv[1] in ("-h", "--help"):
         sys.stdout.write(__doc__)
         return 0 if len(argv) >= 2 else 2
-    labels, cells, bad = [], {}, 0
+    outdir = None
+    if argv[1] == "--json":
+        if len(argv) < 4:
+            sys.stdout.write(__doc__)
+            return 2
+        outdir, argv = argv[2], [argv[0]] + argv[3:]
+    labels, cells, bad, rows = [], {}, 0, []
     for path in argv[1:]:
         try:
             fh = sys.stdin if path == "-" else open(path, encoding="utf-8", errors="replace")
@@ -74,6 +109,7 @@ def main(argv):
                 if r is None:
                     bad += line.startswith("RESULT")
                     continue
+                rows.append(r)
                 label, np_, coll, nbytes, t, busbw, check = r
                 if label not in labels:
                     labels.append(label)
@@ -89,6 +125,8 @@ def main(argv):
     if not cells:
         print("summarize.py: no RESULT lines", file=sys.stderr)
         return 1
+    if outdir:
+        return write_json(outdir, rows)
 
     def np_key(n):
         return (n is None, n or 0)
