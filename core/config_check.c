@@ -317,10 +317,33 @@ static cohort_status_t check_value(const cohort_setting_t *s, const char *v, con
     return cohort_error(st, "%s", msg);
 }
 
-/* A COHORT_* variable of the environment that no table holds: a typo, or a setting of a plugin
- * that is not on the search path. Said once per name and process (it may be meant for another
- * version of cohort: not an error). */
-static void warn_unknown_env(void)
+/* Edit distance between a and b (insertions, deletions, substitutions), capped at 9. */
+static int distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63) return 9;
+    int row[64];
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j];
+            int best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb] < 9 ? row[lb] : 9;
+}
+
+/* A COHORT_* variable of the environment that no table holds: a typo of a setting (within two
+ * edits of one: a WARN naming the setting meant), or a variable of something else (a test
+ * harness, a script, a plugin not installed here: an INFO line). Said once per name and
+ * process; never an error, as it may be meant for another version of cohort. */
+static void note_unknown_env(void)
 {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     static char said[16][64];
@@ -337,10 +360,24 @@ static void warn_unknown_env(void)
         for (int i = 0; i < nsaid && !seen; i++) seen = !strcmp(said[i], name);
         if (!seen && nsaid < 16) memcpy(said[nsaid++], name, nl + 1);
         pthread_mutex_unlock(&lock);
-        if (!seen)
-            COHORT_WARN("init", "%s is set but is no setting of cohort or of a "
-                       "transport plugin on the search path: ignored (a typo? cohort-info "
-                       "--settings lists them)", name);
+        if (seen) continue;
+        const char *near = NULL;
+        int best = 3;
+        size_t n = cohort_settings_count();
+        for (size_t i = 0; i < n; i++) {
+            const char *known = cohort_setting_at(i)->name;
+            int d = distance(name, known);
+            if (d < best) {
+                best = d;
+                near = known;
+            }
+        }
+        if (near)
+            COHORT_WARN("init", "%s is set but is no setting: ignored; did you mean %s? "
+                        "(cohort-info --settings lists them)", name, near);
+        else
+            COHORT_INFO("init", "%s is set but is no setting of cohort or of a transport plugin "
+                        "on the search path: ignored", name);
     }
 }
 
@@ -364,7 +401,7 @@ cohort_status_t cohort_config_check(void)
     if (unknown_names()) cohort_plugins_read_settings();
     cohort_status_t st = cohort_config_file_status();
     if (st) return st;
-    warn_unknown_env();
+    note_unknown_env();
     size_t n = cohort_settings_count();
     for (size_t i = 0; i < n; i++) {
         const cohort_setting_t *s = cohort_setting_at(i);
