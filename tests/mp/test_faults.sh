@@ -242,7 +242,7 @@ if want $N; then
         wait "$cr"
         rc=$?
         cr=""
-        # cohortrun's line for the first rank that failed (tools/cohortrun.c, rank_exited)
+        # cohortrun's line for the first rank that failed (tools/cr_watch.c, rank_exited)
         first=$(grep -E '^cohortrun: rank [0-9]+ ' "$d/out" | head -n 1)
         if [ $rc = 0 ] || [ $rc = 124 ] || [ $rc = 137 -a -z "$first" ]; then
             not_ok "$name: exit status $rc"
