@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # cohort-bench: nccl-tests style benchmark (docs/bench.md). A plain user of the public API.
 bin_PROGRAMS += bench/cohort-bench
-bench_cohort_bench_SOURCES = bench/cohort-bench.c bench/svg.c bench/bench.h
+bench_cohort_bench_SOURCES = bench/cohort-bench.c bench/bench_run.c bench/bench_check.c \
+	bench/bench_out.c bench/svg.c bench/bench.h
 bench_cohort_bench_LDADD = libcohort.la -lm
 
 # cohort-membw: the memory bandwidth that bounds intra-node collectives (docs/performance.md).
