@@ -339,28 +339,36 @@ static int distance(const char *a, const char *b)
     return row[lb] < 9 ? row[lb] : 9;
 }
 
+/* The name of a COHORT_* entry of the environment ("NAME=value") into name; NULL for any other
+ * entry, or a name too long to be a setting's. */
+static const char *env_name(const char *entry, char name[64])
+{
+    size_t nl = strcspn(entry, "=");
+    if (strncmp(entry, "COHORT_", 7) || nl >= 64) return NULL;
+    memcpy(name, entry, nl);
+    name[nl] = '\0';
+    return name;
+}
+
 /* A COHORT_* variable of the environment that no table holds: a typo of a setting (within two
  * edits of one: a WARN naming the setting meant), or a variable of something else (a test
  * harness, a script, a plugin not installed here: an INFO line). Said once per name and
- * process; never an error, as it may be meant for another version of cohort. */
+ * process (for the first 16 names); never an error, as it may be meant for another version of
+ * cohort. */
 static void note_unknown_env(void)
 {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     static char said[16][64];
     static int nsaid;
+    char name[64];
     for (char **e = environ; *e; e++) {
-        size_t nl = strcspn(*e, "=");
-        char name[64];
-        if (strncmp(*e, "COHORT_", 7) || nl >= sizeof name) continue;
-        memcpy(name, *e, nl);
-        name[nl] = '\0';
-        if (cohort_setting_find(name)) continue;
+        if (!env_name(*e, name) || cohort_setting_find(name)) continue;
         pthread_mutex_lock(&lock);
-        int seen = 0;
-        for (int i = 0; i < nsaid && !seen; i++) seen = !strcmp(said[i], name);
-        if (!seen && nsaid < 16) memcpy(said[nsaid++], name, nl + 1);
+        int say = nsaid < 16;
+        for (int i = 0; i < nsaid && say; i++) say = strcmp(said[i], name) != 0;
+        if (say) memcpy(said[nsaid++], name, sizeof name);
         pthread_mutex_unlock(&lock);
-        if (seen) continue;
+        if (!say) continue;
         const char *near = NULL;
         int best = 3;
         size_t n = cohort_settings_count();
@@ -384,14 +392,9 @@ static void note_unknown_env(void)
 /* 1 when the environment or the settings file sets a COHORT_* name that the table lacks. */
 static int unknown_names(void)
 {
-    for (char **e = environ; *e; e++) {
-        size_t nl = strcspn(*e, "=");
-        char name[64];
-        if (strncmp(*e, "COHORT_", 7) || nl >= sizeof name) continue;
-        memcpy(name, *e, nl);
-        name[nl] = '\0';
-        if (!cohort_setting_find(name)) return 1;
-    }
+    char name[64];
+    for (char **e = environ; *e; e++)
+        if (env_name(*e, name) && !cohort_setting_find(name)) return 1;
     return !cohort_config_file_names_known();
 }
 

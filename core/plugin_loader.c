@@ -526,13 +526,20 @@ cohort_status_t cohort_plugins_check_names(const char *text, const cohort_transp
 
 void cohort_plugins_read_settings(void)
 {
+    /* the files read so far, with or without a table: each is opened once per process */
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static char (*seen)[4096];
+    static int nseen;
     candidate_t *cand = malloc(MAX_CANDIDATES * sizeof *cand);
     if (!cand) return;
     pthread_mutex_lock(&lock);
+    if (!seen) seen = calloc(MAX_CANDIDATES, sizeof *seen);
     int n = scan_all(cand);
     for (int i = 0; i < n; i++) {
-        if (cohort_config_has_owner(cand[i].name)) continue;
+        int done = cohort_config_has_owner(cand[i].name);
+        for (int k = 0; k < nseen && !done; k++) done = !strcmp(seen[k], cand[i].path);
+        if (done) continue;
+        if (seen && nseen < MAX_CANDIDATES) snprintf(seen[nseen++], sizeof *seen, "%s", cand[i].path);
         /* the checks of cohort_plugin_open, without init: a file it would refuse adds nothing */
         dlerror();
         void *dl = dlopen(cand[i].path, RTLD_NOW | RTLD_LOCAL);
