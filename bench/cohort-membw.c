@@ -2,6 +2,7 @@
 /* cohort-membw: the memory bandwidth that bounds intra-node collectives on this machine.
  *
  *   cohort-membw [-s SIZE] [-t THREADS] [-r SECONDS]
+ *   cohort-membw --lines [-r SECONDS]
  *
  * For buffers of SIZE bytes (default: 1 MiB to 256 MiB in powers of 4) and 1..THREADS threads
  * (default: 1 and the number of online CPUs), measures
@@ -13,12 +14,21 @@
  *          caches. Threads are pinned to distinct CPUs; the write is not timed, the copy is.
  * as bytes moved per second (copy: 2 bytes per byte copied, read + write; reduce: 3) and as
  * "payload" GB/s (bytes of dst per second, all threads together), best of several repetitions.
- * Each thread works on its own slice. Pages are touched before timing. */
+ * Each thread works on its own slice. Pages are touched before timing.
+ *
+ * --lines: what one cache line costs to cross between two cores, the unit of a small
+ * collective's cost (docs/performance.md). Two threads pinned to the first two CPUs this process
+ * may use take turns: each waits for the other's number, reads the other's payload, then writes
+ * its own: 1 line (number and payload in one line, as a fast-box), 2 lines (the payload in one
+ * line, then the number in another, as a message and its flag) or 3. The time per turn is one
+ * hand-over: that many lines moving one way, plus the wait. Printed as ns per turn, the median
+ * of rounds; measure on a quiet machine (a busy one preempts the spinning threads). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <pthread.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +90,95 @@ static void *run(void *arg)
     return NULL;
 }
 
+/* ---- --lines ---------------------------------------------------------------------------- */
+
+#define LINE 64
+typedef struct { _Alignas(LINE) volatile uint64_t v[LINE / 8]; } line_t;
+
+typedef struct turn {
+    line_t *lines;     /* 2 x nlines: thread 0 writes [0, nlines), thread 1 the rest */
+    int nlines, me, cpu;
+    long turns;
+    double secs;
+    uint64_t sink;     /* what was read, so that the reads stay */
+} turn_t;
+
+#if defined(__x86_64__) || defined(__i386__)
+#define CPU_RELAX() __builtin_ia32_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+static void *take_turns(void *arg)
+{
+    turn_t *t = arg;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(t->cpu, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    line_t *mine = t->lines + t->me * t->nlines, *theirs = t->lines + (1 - t->me) * t->nlines;
+    int last = t->nlines - 1;   /* the number goes in the last line, written last */
+    double t0 = now();
+    for (uint64_t k = 1; k <= (uint64_t)t->turns; k++) {
+        /* thread 0 starts each turn; thread 1 answers it */
+        if (t->me == 1 || k > 1) {
+            uint64_t want = t->me ? k : k - 1;
+            while (__atomic_load_n(&theirs[last].v[0], __ATOMIC_ACQUIRE) != want) CPU_RELAX();
+            for (int l = 0; l <= last; l++) t->sink += theirs[l].v[1];   /* read the payload */
+        }
+        for (int l = 0; l < last; l++) mine[l].v[1] = k;      /* the payload's lines... */
+        mine[last].v[1] = k;
+        __atomic_store_n(&mine[last].v[0], k, __ATOMIC_RELEASE);   /* ...then the number */
+    }
+    while (t->me == 0 && __atomic_load_n(&theirs[last].v[0], __ATOMIC_ACQUIRE) !=
+                             (uint64_t)t->turns)
+        CPU_RELAX();
+    t->secs = now() - t0;
+    return NULL;
+}
+
+static int my_cpus(int *cpus, int max);
+
+static int lines_mode(double target)
+{
+    int cpus[2];
+    if (my_cpus(cpus, 2) < 2) {
+        fprintf(stderr, "cohort-membw --lines: needs two CPUs this process may run on\n");
+        return 1;
+    }
+    printf("# cohort-membw --lines: CPUs %d and %d take turns; ns per hand-over (one way), "
+           "median of 7 rounds of %.2f s\n", cpus[0], cpus[1], target / 7);
+    for (int nl = 1; nl <= 3; nl++) {
+        double per[7];
+        long turns = 10000;
+        for (int r = 0; r < 7; r++) {
+            line_t *lines = aligned_alloc(LINE, sizeof(line_t) * 2 * (size_t)nl);
+            if (!lines) return 1;
+            memset(lines, 0, sizeof(line_t) * 2 * (size_t)nl);
+            turn_t tt[2] = { { lines, nl, 0, cpus[0], turns, 0, 0 },
+                             { lines, nl, 1, cpus[1], turns, 0, 0 } };
+            pthread_t tid;
+            pthread_create(&tid, NULL, take_turns, &tt[1]);
+            take_turns(&tt[0]);
+            pthread_join(tid, NULL);
+            free(lines);
+            per[r] = tt[0].secs / (2.0 * (double)turns) * 1e9;
+            double want = target / 7;   /* size the next round to the time asked for */
+            turns = (long)((double)turns * want / (tt[0].secs > 1e-6 ? tt[0].secs : 1e-6));
+            turns = turns < 1000 ? 1000 : turns > 100000000 ? 100000000 : turns;
+        }
+        for (int i = 1; i < 7; i++)   /* insertion sort, for the median */
+            for (int j = i; j > 0 && per[j] < per[j - 1]; j--) {
+                double x = per[j];
+                per[j] = per[j - 1];
+                per[j - 1] = x;
+            }
+        printf("  %d line%s per turn: %7.1f ns (rounds %.1f-%.1f)\n", nl, nl > 1 ? "s" : " ",
+               per[3], per[0], per[6]);
+    }
+    return 0;
+}
+
 /* The CPUs this process may run on, in order; returns how many (at most max). */
 static int my_cpus(int *cpus, int max)
 {
@@ -121,7 +220,12 @@ int main(int argc, char **argv)
     size_t only = 0;
     int maxthreads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     double target = 0.3;
+    int lines = 0;
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--lines")) {
+            lines = 1;
+            continue;
+        }
         if (!strcmp(argv[i], "-s") && i + 1 < argc) {
             char *end;
             only = strtoull(argv[++i], &end, 10);
@@ -133,7 +237,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "-r") && i + 1 < argc) {
             target = atof(argv[++i]);
         } else {
-            fprintf(stderr, "usage: cohort-membw [-s SIZE[K|M|G]] [-t THREADS] [-r SECONDS]\n");
+            fprintf(stderr, "usage: cohort-membw [-s SIZE[K|M|G]] [-t THREADS] [-r SECONDS]\n"
+                            "       cohort-membw --lines [-r SECONDS]\n");
             return strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? 2 : 0;
         }
     }
@@ -141,6 +246,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "cohort-membw: threads must be 1..64 and seconds > 0\n");
         return 2;
     }
+    if (lines) return lines_mode(target > 0.3 ? target : 1.4);
     size_t maxbytes = only ? only : (size_t)256 << 20;
     float *src = NULL, *dst = NULL;
     if (posix_memalign((void **)&src, 4096, maxbytes) || posix_memalign((void **)&dst, 4096, maxbytes)) {
