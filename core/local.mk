@@ -26,7 +26,7 @@ libcohort_core_la_SOURCES = \
 	core/hmac.c core/hmac.h \
 	core/reduce.c core/reduce.h \
 	core/netif.c core/netif.h \
-	core/rendezvous.c core/rendezvous.h \
+	core/rendezvous.c core/rendezvous_server.c core/rdv_wire.h core/rendezvous.h \
 	core/plugin_loader.c core/plugin_loader.h \
 	core/bootstrap.c core/bootstrap.h \
 	core/comm.c core/comm.h core/comm_create.c core/comm_create.h core/comm_view.c \

@@ -50,7 +50,7 @@
 #define KEY "fuzz-ctl-secret"
 #define HELLO_MAX 1024
 
-/* The protocol as rendezvous.c speaks it (see the comment above). */
+/* The protocol as core/rdv_wire.h lays it out (see the comment above). */
 enum { GATHER = 1, RESULT = 2, FAIL = 3, BYE = 4, QUERY = 5, MISSING = 6, NOTE = 7, STALL = 8,
        SHUTDOWN = 9, NOTICE = 10 };
 #define HDR 16
@@ -104,7 +104,7 @@ typedef struct ev {
     char text[1024];
 } ev_t;
 
-/* A payload's text as the server's logs and notices take it (rendezvous.c's text_of): up to its
+/* A payload's text as the server's logs and notices take it (core/rdv_wire.h's text_of): up to its
  * first NUL, at most n - 1 (its last byte is meant to be the NUL) and len - 1 characters. */
 static void text_srv(const unsigned char *p, uint64_t n, char *out, size_t len)
 {

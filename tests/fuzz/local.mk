@@ -33,7 +33,7 @@ EXTRA_DIST += tests/fuzz/corpus
 # ---- libFuzzer builds ---------------------------------------------------------------------
 # The library sources a target reaches, compiled again with FUZZ_CC into tests/fuzz/lf/.
 fuzz_lib_objs = tests/fuzz/lf/log.o tests/fuzz/lf/config.o tests/fuzz/lf/parse.o \
-	tests/fuzz/lf/hmac.o tests/fuzz/lf/rendezvous.o
+	tests/fuzz/lf/hmac.o tests/fuzz/lf/rendezvous.o tests/fuzz/lf/rendezvous_server.o
 FUZZ_ALL_CFLAGS = $(DEFS) $(AM_CPPFLAGS) $(CPPFLAGS) -std=gnu11 $(WARN_CFLAGS) $(FUZZ_CFLAGS) \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
 	-pthread

@@ -398,7 +398,7 @@ static void conf_seeds(void)
 
 /* ---- fuzz_rdv --------------------------------------------------------------------------- */
 
-/* The server's message header as rendezvous.c lays it out on this machine (type, round: u32;
+/* The server's message header as core/rdv_wire.h lays it out on this machine (type, round: u32;
  * nbytes: u64; host order). Seeds only: a change there makes these less useful, not wrong. */
 static size_t msg(unsigned char *b, uint32_t type, uint32_t round, uint64_t nbytes,
                   const void *payload, size_t plen)

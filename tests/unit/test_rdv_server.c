@@ -286,7 +286,7 @@ END_TEST
 
 /* ---- the handshake's MACs ---------------------------------------------------------------- */
 
-/* The hello's size and the MAC's place in it (rdv_hello_t in core/rendezvous.c: magic, version,
+/* The hello's size and the MAC's place in it (rdv_hello_t in core/rdv_wire.h: magic, version,
  * job id[64], rank, nranks, pid, host[64], nonce[16], then the MAC over all before it). The
  * capture below checks the size; the control cases check that the bytes make a valid hello. */
 #define HELLO_BYTES 196
