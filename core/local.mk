@@ -29,6 +29,7 @@ libcohort_core_la_SOURCES = \
 	core/rendezvous.c core/rendezvous_server.c core/rdv_wire.h core/rendezvous.h \
 	core/plugin_loader.c core/plugin_loader.h \
 	core/bootstrap.c core/bootstrap.h \
+	core/launcher.c core/launcher.h \
 	core/comm.c core/comm.h core/comm_create.c core/comm_create.h core/comm_view.c \
 	core/desc.c core/desc.h \
 	core/jobtopo.c core/jobtopo.h \
@@ -41,8 +42,9 @@ libcohort_core_la_SOURCES = \
 	core/mem.c core/mem.h \
 	core/timeutil.h \
 	$(coll_sources) core/plugin_coll.c
-libcohort_core_la_CFLAGS = $(AM_CFLAGS) -O3 $(VEC_CFLAGS) -pthread -fvisibility=hidden
-libcohort_core_la_LIBADD = -lpthread -lm
+libcohort_core_la_CFLAGS = $(AM_CFLAGS) -O3 $(VEC_CFLAGS) -pthread -fvisibility=hidden \
+	$(PMIX_CFLAGS)
+libcohort_core_la_LIBADD = -lpthread -lm $(PMIX_LIBS)
 
 lib_LTLIBRARIES += libcohort.la
 libcohort_la_SOURCES =
