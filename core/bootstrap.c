@@ -3,6 +3,7 @@
 #include "core/bootstrap.h"
 #include "core/comm.h"
 #include "core/jobctl.h"
+#include "core/launcher.h"
 #include "core/config.h"
 #include "core/hmac.h"
 #include "core/log.h"
@@ -76,27 +77,87 @@ static cohort_status_t derive_job_id(cohort_identity_t *id)
     return COHORT_SUCCESS;
 }
 
-cohort_status_t cohort_identity_from_env(cohort_identity_t *id)
+/* Slurm without PMIx: the first host of the step's node list hosts the rendezvous, on a port
+ * derived from the job and step ids. Only in a step srun started (SLURM_STEP_ID is set: not in a
+ * batch script itself). Rank 0 must run on that host (Slurm's default block distribution puts
+ * task 0 on the first node). */
+static cohort_status_t slurm_rendezvous(cohort_identity_t *id)
+{
+    const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
+    const char *list = getenv("SLURM_STEP_NODELIST"), *which = "SLURM_STEP_NODELIST";
+    if (!list || !*list) {
+        list = getenv("SLURM_JOB_NODELIST");
+        which = "SLURM_JOB_NODELIST";
+    }
+    if (!job || !*job || !step || !*step || !list || !*list)
+        return cohort_error(COHORT_ERR_INVALID_ARG, "Slurm gave rank %d of %d but not the job id, "
+                            "step id and node list that would say where the rendezvous is "
+                            "(SLURM_JOB_ID='%s', SLURM_STEP_ID='%s', SLURM_STEP_NODELIST='%s': "
+                            "started outside srun?): set COHORT_RENDEZVOUS=tcp://<rank 0's "
+                            "host>:<free port> or file://<shared dir>", id->rank, id->nranks,
+                            job ? job : "", step ? step : "", list ? list : "");
+    long jid, sid;
+    cohort_status_t st;
+    if ((st = cohort_parse_long("SLURM_JOB_ID", job, 0, 0xffffffffL, &jid))) return st;
+    if ((st = cohort_parse_long("SLURM_STEP_ID", step, 0, 0xffffffffL, &sid))) return st;
+    char first[256];
+    if ((st = cohort_slurm_first_host(list, first, sizeof first))) return st;
+    int port = cohort_slurm_port((unsigned long)jid, (unsigned long)sid);
+    if (id->rank == 0) {
+        /* slurmd names the node (all of a machine's namespaces share one hostname); else the
+         * host name, short form on both sides */
+        char node[256];
+        const char *nn = getenv("SLURMD_NODENAME");
+        if (nn && *nn) snprintf(node, sizeof node, "%s", nn);
+        else if (gethostname(node, sizeof node) != 0) node[0] = '\0';
+        node[sizeof node - 1] = '\0';
+        size_t a = strcspn(node, "."), b = strcspn(first, ".");
+        if (a != b || strncmp(node, first, a))
+            return cohort_error(COHORT_ERR_INVALID_ARG, "Slurm put rank 0 on node '%s', but "
+                                "cohort hosts the rendezvous on the first node of the step "
+                                "(%s='%s': '%s', port %d, derived from job %ld step %ld), so rank "
+                                "0 must run there (srun's default block distribution does "
+                                "that). Use the default distribution, or set "
+                                "COHORT_RENDEZVOUS=tcp://%s:<free port> (rank 0's node)",
+                                node, which, list, first, port, jid, sid, node);
+    }
+    snprintf(id->rendezvous, sizeof id->rendezvous, strchr(first, ':') ? "tcp://[%s]:%d"
+             : "tcp://%s:%d", first, port);
+    id->rdv_from = COHORT_RDV_FROM_SLURM;
+    COHORT_INFO(SUBSYS, "rank %d: Slurm job %ld step %ld without PMIx: the rendezvous is at %s "
+                "(the step's first node; the port is derived from the ids)", id->rank, jid, sid,
+                id->rendezvous);
+    return COHORT_SUCCESS;
+}
+
+static cohort_status_t identity_from_env(cohort_identity_t *id)
 {
     memset(id, 0, sizeof *id);
     id->rank = id->nranks = id->local_rank = id->local_size = -1;
     const launcher_vars_t *L = NULL;
     for (size_t i = 0; i < sizeof launchers / sizeof launchers[0] && !L; i++)
         if (getenv(launchers[i].rank) && getenv(launchers[i].size)) L = &launchers[i];
-    if (!L)
+    cohort_status_t st;
+    if (L) {
+        id->launcher = L->name;
+        if ((st = env_int(L->size, 1 << 24, &id->nranks))) return st;
+        if ((st = env_int(L->rank, 1 << 24, &id->rank))) return st;
+        if (L->local_rank && (st = env_int(L->local_rank, 1 << 24, &id->local_rank))) return st;
+        if (L->local_size && (st = env_int(L->local_size, 1 << 24, &id->local_size)))
+            return st;
+        if (id->nranks < 1 || id->rank >= id->nranks)
+            return cohort_error(COHORT_ERR_INVALID_ARG, "%s: rank %d is not in [0, %d) (%s=%s, "
+                                "%s=%s)", L->name, id->rank, id->nranks, L->rank,
+                                getenv(L->rank), L->size, getenv(L->size));
+    } else if (cohort_pmix_present()) {
+        /* A PMIx launcher that sets none of the variables above (prterun): ask PMIx. */
+        id->launcher = "PMIx";
+        if ((st = cohort_pmix_identity(&id->rank, &id->nranks))) return st;
+    } else {
         return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_init: no rank/size in the "
                             "environment. Launch with cohortrun, mpirun, srun or torchrun, set "
                             "COHORT_RANK and COHORT_SIZE, or use cohort_comm_init_oob()");
-    id->launcher = L->name;
-    cohort_status_t st;
-    if ((st = env_int(L->size, 1 << 24, &id->nranks))) return st;
-    if ((st = env_int(L->rank, 1 << 24, &id->rank))) return st;
-    if (L->local_rank && (st = env_int(L->local_rank, 1 << 24, &id->local_rank))) return st;
-    if (L->local_size && (st = env_int(L->local_size, 1 << 24, &id->local_size))) return st;
-    if (id->nranks < 1 || id->rank >= id->nranks)
-        return cohort_error(COHORT_ERR_INVALID_ARG, "%s: rank %d is not in [0, %d) (%s=%s, "
-                            "%s=%s)", L->name, id->rank, id->nranks, L->rank, getenv(L->rank),
-                            L->size, getenv(L->size));
+    }
     const char *rdv = cohort_config_get("COHORT_RENDEZVOUS");
     /* Who serves the rendezvous: cohortrun says it does (COHORT_RENDEZVOUS_SERVER=launcher);
      * otherwise rank 0 hosts it, whatever else is set (a job id, a secret, COHORT_RANK). */
@@ -116,16 +177,24 @@ cohort_status_t cohort_identity_from_env(cohort_identity_t *id)
             /* MASTER_PORT itself belongs to torch's TCPStore: use the next port. */
             snprintf(id->rendezvous, sizeof id->rendezvous, strchr(ma, ':') ? "tcp://[%s]:%ld"
                      : "tcp://%s:%ld", ma, port + 1);
+        } else if (id->nranks > 1 && !id->external_server && cohort_pmix_present() &&
+                   (cohort_pmix_built() || !L || strcmp(L->name, "Slurm"))) {
+            /* PMIx tells the others where rank 0 hosts it (core/launcher.h) */
+            if (!cohort_pmix_built()) return cohort_pmix_identity(&id->rank, &id->nranks);
+            id->rdv_from = COHORT_RDV_FROM_PMIX;
+            snprintf(id->rendezvous, sizeof id->rendezvous, "pmix");
+        } else if (id->nranks > 1 && !id->external_server && L && !strcmp(L->name, "Slurm")) {
+            if ((st = slurm_rendezvous(id))) return st;
         } else if (id->nranks > 1) {
             return cohort_error(COHORT_ERR_INVALID_ARG, "%s gave rank %d of %d but no "
                                 "rendezvous: set COHORT_RENDEZVOUS=tcp://<rank 0's host>:<free "
                                 "port> (e.g. mpirun -x COHORT_RENDEZVOUS=...), or MASTER_ADDR and "
-                                "MASTER_PORT, or file://<shared dir>", L->name, id->rank,
+                                "MASTER_PORT, or file://<shared dir>", id->launcher, id->rank,
                                 id->nranks);
         }
     }
     if (strncmp(id->rendezvous, "tcp://", 6) && strncmp(id->rendezvous, "file://", 7) &&
-        id->nranks > 1)
+        id->rdv_from != COHORT_RDV_FROM_PMIX && id->nranks > 1)
         return cohort_error(COHORT_ERR_INVALID_ARG, "COHORT_RENDEZVOUS='%s' must be "
                             "tcp://host:port or file://<directory>", id->rendezvous);
     if (id->external_server && id->nranks > 1 && strncmp(id->rendezvous, "tcp://", 6))
@@ -157,6 +226,14 @@ cohort_status_t cohort_identity_from_env(cohort_identity_t *id)
                        "one)", id->job_id);
     }
     return COHORT_SUCCESS;
+}
+
+cohort_status_t cohort_identity_from_env(cohort_identity_t *id)
+{
+    cohort_status_t st = identity_from_env(id);
+    /* PMIx stays initialized only for the exchange cohort_bootstrap_rdv makes */
+    if (st || id->rdv_from != COHORT_RDV_FROM_PMIX) cohort_pmix_finalize();
+    return st;
 }
 
 /* ---- over the rendezvous ---------------------------------------------------------------- */
@@ -293,7 +370,19 @@ static cohort_status_t connect_published(const cohort_identity_t *id, double tim
     }
 }
 
-cohort_status_t cohort_bootstrap_rdv(const cohort_identity_t *id, double timeout_s,
+/* Rank 0 under PMIx that cannot host the rendezvous: it still takes part in the exchange, with
+ * its error, so that the other ranks fail at once with it instead of waiting out COHORT_TIMEOUT.
+ * The error stays rank 0's own. */
+static void pmix_tell_failure(const cohort_identity_t *id, cohort_status_t st, double timeout_s)
+{
+    char why[1024], unused[8];
+    snprintf(why, sizeof why, "%s", cohort_last_error());
+    if (cohort_pmix_exchange(id->rank, NULL, why, unused, sizeof unused, timeout_s))
+        cohort_error(st, "%s", why);
+    cohort_pmix_finalize();
+}
+
+static cohort_status_t bootstrap_rdv(const cohort_identity_t *id, double timeout_s,
                                      cohort_bootstrap_t **out, cohort_rdv_server_t **server)
 {
     *out = NULL;
@@ -313,10 +402,12 @@ cohort_status_t cohort_bootstrap_rdv(const cohort_identity_t *id, double timeout
     cohort_status_t st = COHORT_SUCCESS;
     rdv_boot_t *rb = calloc(1, sizeof *rb);
     if (!rb) return cohort_error(COHORT_ERR_NO_MEMORY, "no memory for the bootstrap");
+    int via_pmix = id->rdv_from == COHORT_RDV_FROM_PMIX;
     if (id->rank == 0 && !id->external_server) {
         int port = 0;
         char host[256];
-        if (!is_file && (st = cohort_rdv_parse_url(url, host, sizeof host, &port))) {
+        if (!is_file && !via_pmix &&
+            (st = cohort_rdv_parse_url(url, host, sizeof host, &port))) {
             free(rb);
             return st;
         }
@@ -327,21 +418,47 @@ cohort_status_t cohort_bootstrap_rdv(const cohort_identity_t *id, double timeout
             cohort_rdv_server_destroy(*server);
             *server = NULL;
             free(rb);
+            if (id->rdv_from == COHORT_RDV_FROM_SLURM) {
+                char why[1024];
+                snprintf(why, sizeof why, "%s", cohort_last_error());
+                return cohort_error(st, "rank 0 cannot host the rendezvous on port %d, which "
+                                    "cohort derives from the Slurm job and step ids (%s): %s. "
+                                    "Set COHORT_RENDEZVOUS=tcp://<rank 0's node>:<free port>, "
+                                    "or run under srun --mpi=pmix", port, id->rendezvous, why);
+            }
             cohort_error_prefix("rank 0 hosting the rendezvous for %s", id->launcher);
+            if (via_pmix) pmix_tell_failure(id, st, timeout_s);
             return st;
         }
-        if (is_file) {
+        if (is_file || via_pmix) {
+            /* the address the other ranks reach this host at: the first interface
+             * COHORT_SOCKET_IFNAME allows (file:// falls back to loopback, for one host) */
             const cohort_netif_t *ifs;
             int n;
             st = cohort_netifs(&ifs, &n);
+            if (!st && n < 1 && via_pmix)
+                st = cohort_error(COHORT_ERR_SYSTEM, "rank 0 has no network interface with "
+                                  "an address for the other ranks to reach its rendezvous at");
             char addr[INET6_ADDRSTRLEN] = "127.0.0.1";
             if (!st && n > 0) inet_ntop(ifs[0].family, ifs[0].addr, addr, sizeof addr);
             snprintf(url, sizeof url, !st && n > 0 && ifs[0].family == AF_INET6
                      ? "tcp://[%s]:%d" : "tcp://%s:%d", addr, cohort_rdv_server_port(*server));
-            char path[512];
-            rdv_file_path(id, path, sizeof path);
-            if (!st) st = publish(path, url);
-            if (!st) snprintf(rb->published, sizeof rb->published, "%s", path);
+            if (via_pmix) {
+                if (st) {
+                    pmix_tell_failure(id, st, timeout_s);
+                } else {
+                    char unused[8];
+                    st = cohort_pmix_exchange(0, url, NULL, unused, sizeof unused, timeout_s);
+                    cohort_pmix_finalize();
+                    COHORT_INFO(SUBSYS, "rank 0 hosts the rendezvous at %s and told the other "
+                                "ranks through PMIx", url);
+                }
+            } else {
+                char path[512];
+                rdv_file_path(id, path, sizeof path);
+                if (!st) st = publish(path, url);
+                if (!st) snprintf(rb->published, sizeof rb->published, "%s", path);
+            }
         }
         /* Rank 0 reaches its own server over loopback. */
         if (!st) snprintf(url, sizeof url, "tcp://127.0.0.1:%d", cohort_rdv_server_port(*server));
@@ -349,6 +466,11 @@ cohort_status_t cohort_bootstrap_rdv(const cohort_identity_t *id, double timeout
                                          id->nranks, timeout_s, &rb->cl);
     } else if (is_file) {
         st = connect_published(id, timeout_s, &rb->cl);
+    } else if (via_pmix) {
+        st = cohort_pmix_exchange(id->rank, NULL, NULL, url, sizeof url, timeout_s);
+        cohort_pmix_finalize();
+        if (!st) st = cohort_rdv_connect(url, id->job_id, id->secret, id->secretlen, id->rank,
+                                         id->nranks, timeout_s, &rb->cl);
     } else {
         st = cohort_rdv_connect(url, id->job_id, id->secret, id->secretlen, id->rank,
                                 id->nranks, timeout_s, &rb->cl);
@@ -372,6 +494,14 @@ cohort_status_t cohort_bootstrap_rdv(const cohort_identity_t *id, double timeout
     rb->timeout_s = timeout_s;
     *out = &rb->base;
     return COHORT_SUCCESS;
+}
+
+cohort_status_t cohort_bootstrap_rdv(const cohort_identity_t *id, double timeout_s,
+                                     cohort_bootstrap_t **out, cohort_rdv_server_t **server)
+{
+    cohort_status_t st = bootstrap_rdv(id, timeout_s, out, server);
+    cohort_pmix_finalize();   /* PMIx served the exchange only (nothing if it did not) */
+    return st;
 }
 
 /* ---- over the caller's OOB allgather ---------------------------------------------------- */

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Bootstrap: who am I (rank, size, job) and how the ranks first exchange bytes.
  *
- * Identity comes from COHORT_* (cohortrun), else Open MPI, MPICH/hydra (PMI_*), Slurm, torchrun.
+ * Identity comes from COHORT_* (cohortrun), else Open MPI, MPICH/hydra (PMI_*), Slurm, torchrun,
+ * else PMIx itself. The rendezvous address from COHORT_RENDEZVOUS, MASTER_ADDR/PORT, else PMIx,
+ * else Slurm's node list (core/launcher.h).
  * The exchange is an allgather: over the TCP rendezvous (cohortrun's, or one rank 0 hosts), over
  * the caller's OOB function, or over a parent communicator (split).
  */
@@ -20,9 +22,15 @@ typedef struct cohort_identity {
     size_t secretlen;
     char rendezvous[320];             /* tcp://host:port or file://dir */
     int external_server;              /* 1: the launcher hosts the rendezvous */
+    int rdv_from;                     /* where the rendezvous address comes from: */
+#define COHORT_RDV_FROM_USER 0        /*   COHORT_RENDEZVOUS, MASTER_ADDR/PORT, cohortrun */
+#define COHORT_RDV_FROM_PMIX 1        /*   PMIx: rank 0 hosts on any port and tells the others */
+#define COHORT_RDV_FROM_SLURM 2       /*   Slurm: the step's first host, a port from its ids */
     const char *launcher;             /* "cohortrun", "Open MPI", ... */
 } cohort_identity_t;
 
+/* Under PMIx this may leave PMIx initialized for cohort_bootstrap_rdv, which finalizes it; a
+ * caller that does not go on to cohort_bootstrap_rdv calls cohort_pmix_finalize (launcher.h). */
 cohort_status_t cohort_identity_from_env(cohort_identity_t *id);
 
 typedef struct cohort_bootstrap cohort_bootstrap_t;

@@ -8,6 +8,7 @@
 #include "core/config.h"
 #include "core/hmac.h"
 #include "core/jobctl.h"
+#include "core/launcher.h"
 #include "core/log.h"
 #include "core/p2p.h"
 #include "core/timeline.h"
@@ -67,7 +68,10 @@ cohort_status_t cohort_comm_init(cohort_comm_t **comm)
     cohort_plugin_set_secret(id.secret, id.secretlen);
     cohort_comm_set_job_id(id.job_id);
     double timeout_s = 300;
-    if ((st = cohort_config_table_double("COHORT_TIMEOUT", &timeout_s))) return st;
+    if ((st = cohort_config_table_double("COHORT_TIMEOUT", &timeout_s))) {
+        cohort_pmix_finalize();   /* (only where the identity left PMIx initialized) */
+        return st;
+    }
     cohort_bootstrap_t *boot = NULL;
     cohort_rdv_server_t *server = NULL;
     if (id.nranks > 1) {
