@@ -32,6 +32,14 @@ tests_unit_test_rdv_server_SOURCES = tests/unit/test_rdv_server.c
 tests_unit_test_rdv_server_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_rdv_server_LDADD = libcohort-core.la $(CHECK_LIBS) -lpthread
 
+# Slurm's host list (its first host), the port a Slurm step without PMIx derives, and the
+# rendezvous the identity chooses under Slurm and PMIx (core/launcher.c, core/bootstrap.c).
+check_PROGRAMS += tests/unit/test_launcher
+TESTS += tests/unit/test_launcher
+tests_unit_test_launcher_SOURCES = tests/unit/test_launcher.c tests/unit/expect.h
+tests_unit_test_launcher_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_launcher_LDADD = libcohort-core.la $(CHECK_LIBS)
+
 # The TCP transport's wire format (header-only: transports/tcp/tcp_wire.h).
 check_PROGRAMS += tests/unit/test_tcp_wire
 TESTS += tests/unit/test_tcp_wire
