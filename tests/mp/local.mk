@@ -43,3 +43,7 @@ tests_mp_nbcheck_SOURCES = tests/mp/nbcheck.c tests/mp/elems.h
 tests_mp_nbcheck_LDADD = libcohort.la -lpthread -lm
 TESTS += tests/mp/test_nonblocking.sh
 dist_noinst_SCRIPTS += tests/mp/test_nonblocking.sh tests/mp/timeline_check.py
+# Under Debian's mpirun (Open MPI + PMIx) without COHORT_RENDEZVOUS: the address through PMIx,
+# and its failures (skipped without mpirun or without PMIx).
+TESTS += tests/mp/test_mpirun.sh
+dist_noinst_SCRIPTS += tests/mp/test_mpirun.sh
