@@ -10,11 +10,14 @@ set -euo pipefail
 # python3-torch libtorch-dev pybind11-dev python3-dev: the PyTorch backend (python/);
 # python3-numpy python3-sklearn: the digits example and its tests (sklearn's bundled dataset).
 # help2man: the tools' man pages; bash-completion: test_install.sh completes with the tools' script.
+# libpmix-dev: the PMIx bootstrap (no COHORT_RENDEZVOUS under mpirun, srun --mpi=pmix);
+# openmpi-bin: tests/mp/test_mpirun.sh's mpirun; slurm-wlm munge: tests/netns/test_slurm.sh starts
+# a Slurm cluster of its own (slurmctld, one slurmd per namespace node, munged) to run srun and sbatch.
 pkgs="build-essential autoconf automake libtool pkg-config check libsubunit-dev libhwloc-dev
       iproute2 procps python3 clang libclang-rt-14-dev valgrind libibverbs-dev ibverbs-providers
       qemu-system-x86 busybox-static cpio kmod xz-utils file libucx-dev ucx-utils
       python3-torch libtorch-dev pybind11-dev python3-dev python3-numpy python3-sklearn
-      help2man bash-completion"
+      help2man bash-completion libpmix-dev openmpi-bin slurm-wlm munge"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
