@@ -50,12 +50,13 @@ else
 fi
 
 # 3. rank 0 cannot host (COHORT_SOCKET_IFNAME matches nothing): it says so through PMIx and
-#    every rank fails at once with its message, long before COHORT_TIMEOUT (60 s)
+#    every rank fails at once with its message, long before COHORT_TIMEOUT (60 s). (Rank 0's
+#    own line may not get out: mpirun kills the job as soon as the first rank exits 1.)
 mpirun_case badif 90 -np 3 -x COHORT_SOCKET_IFNAME=nosuch0 "$CC"
 n0=$(grep "cohort_comm_init failed: .*COHORT_SOCKET_IFNAME='nosuch0' matches no interface" "$tmp/out" |
      grep -vc "could not host")
 nother=$(grep -c "cohort_comm_init failed: .*rank 0 could not host the rendezvous (it said so through PMIx): COHORT_SOCKET_IFNAME='nosuch0'" "$tmp/out")
-if [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$secs" -lt 30 ] && [ "$n0" -ge 1 ] && [ "$nother" -ge 1 ]; then
+if [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$secs" -lt 30 ] && [ "$nother" -ge 1 ]; then
     ok "rank 0 cannot host: every rank fails in $secs s with rank 0's reason ($n0 + $nother messages)"
 else
     not_ok "rank 0 cannot host (exit $rc after $secs s; rank 0's message $n0, others' $nother)"; show
