@@ -450,8 +450,9 @@ static cohort_status_t bootstrap_rdv(const cohort_identity_t *id, double timeout
                     char unused[8];
                     st = cohort_pmix_exchange(0, url, NULL, unused, sizeof unused, timeout_s);
                     cohort_pmix_finalize();
-                    COHORT_INFO(SUBSYS, "rank 0 hosts the rendezvous at %s and told the other "
-                                "ranks through PMIx", url);
+                    if (!st)
+                        COHORT_INFO(SUBSYS, "rank 0 hosts the rendezvous at %s and told the "
+                                    "other ranks through PMIx", url);
                 }
             } else {
                 char path[512];
