@@ -162,7 +162,8 @@ static cohort_status_t not_built(void)
 {
     return cohort_error(COHORT_ERR_UNSUPPORTED, "this process was started by a PMIx launcher "
                         "(PMIX_NAMESPACE is set), but this cohort was built without PMIx "
-                        "(configure found no pmix: apt-get install libpmix-dev and rebuild); set "
+                        "(configure did not find it, or was given --without-pmix: apt-get "
+                        "install libpmix-dev, configure again and rebuild); or set "
                         "COHORT_RENDEZVOUS=tcp://<rank 0's host>:<free port> or file://<shared "
                         "dir> instead");
 }
