@@ -152,7 +152,9 @@ static cohort_status_t identity_from_env(cohort_identity_t *id)
     } else if (cohort_pmix_present()) {
         /* A PMIx launcher that sets none of the variables above (prterun): ask PMIx. */
         id->launcher = "PMIx";
-        if ((st = cohort_pmix_identity(&id->rank, &id->nranks))) return st;
+        if ((st = cohort_pmix_identity(&id->rank, &id->nranks, &id->local_rank,
+                                       &id->local_size)))
+            return st;
     } else {
         return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_comm_init: no rank/size in the "
                             "environment. Launch with cohortrun, mpirun, srun or torchrun, set "
@@ -180,7 +182,9 @@ static cohort_status_t identity_from_env(cohort_identity_t *id)
         } else if (id->nranks > 1 && !id->external_server && cohort_pmix_present() &&
                    (cohort_pmix_built() || !L || strcmp(L->name, "Slurm"))) {
             /* PMIx tells the others where rank 0 hosts it (core/launcher.h) */
-            if (!cohort_pmix_built()) return cohort_pmix_identity(&id->rank, &id->nranks);
+            if (!cohort_pmix_built())   /* (says that it is not built in) */
+                return cohort_pmix_identity(&id->rank, &id->nranks, &id->local_rank,
+                                            &id->local_size);
             id->rdv_from = COHORT_RDV_FROM_PMIX;
             snprintf(id->rendezvous, sizeof id->rendezvous, "pmix");
         } else if (id->nranks > 1 && !id->external_server && L && !strcmp(L->name, "Slurm")) {

@@ -55,29 +55,47 @@ void cohort_pmix_finalize(void)
         COHORT_INFO(SUBSYS, "PMIx_Finalize: %s", PMIx_Error_string(rc));
 }
 
-cohort_status_t cohort_pmix_identity(int *rank, int *nranks)
+/* An integer key of proc (this process, or PMIX_RANK_WILDCARD: the job); -1 when PMIx has none. */
+static long get_int(pmix_rank_t rank, const char *key, pmix_status_t *rc)
+{
+    pmix_proc_t proc;
+    PMIX_PROC_LOAD(&proc, g_me.nspace, rank);
+    pmix_value_t *val = NULL;
+    *rc = PMIx_Get(&proc, key, NULL, 0, &val);
+    if (*rc != PMIX_SUCCESS || !val) return -1;
+    long v = -1;
+    switch (val->type) {
+    case PMIX_UINT16: v = val->data.uint16; break;
+    case PMIX_UINT32: v = val->data.uint32; break;
+    case PMIX_INT: v = val->data.integer; break;
+    case PMIX_UINT64: v = val->data.uint64 > (1u << 30) ? -1 : (long)val->data.uint64; break;
+    default: break;
+    }
+    PMIX_VALUE_RELEASE(val);
+    return v;
+}
+
+cohort_status_t cohort_pmix_identity(int *rank, int *nranks, int *local_rank, int *local_size)
 {
     cohort_status_t st = pmix_init();
     if (st) return st;
-    pmix_proc_t job;
-    PMIX_PROC_LOAD(&job, g_me.nspace, PMIX_RANK_WILDCARD);
-    pmix_value_t *val = NULL;
-    pmix_status_t rc = PMIx_Get(&job, PMIX_JOB_SIZE, NULL, 0, &val);
-    if (rc != PMIX_SUCCESS || !val)
+    pmix_status_t rc;
+    long size = get_int(PMIX_RANK_WILDCARD, PMIX_JOB_SIZE, &rc);
+    if (rc != PMIX_SUCCESS)
         return cohort_error(COHORT_ERR_SYSTEM, "PMIx_Get(%s) of namespace '%s' failed: %s; set "
                             "COHORT_RANK and COHORT_SIZE, or %s", PMIX_JOB_SIZE, g_me.nspace,
                             PMIx_Error_string(rc), what_to_set);
-    long size = -1;
-    if (val->type == PMIX_UINT32) size = val->data.uint32;
-    else if (val->type == PMIX_INT) size = val->data.integer;
-    else if (val->type == PMIX_UINT64) size = (long)val->data.uint64;
-    PMIX_VALUE_RELEASE(val);
     if (size < 1 || size > (1 << 24) || g_me.rank >= (pmix_rank_t)size)
         return cohort_error(COHORT_ERR_SYSTEM, "PMIx gave rank %u of %ld in namespace '%s': "
                             "not a rank of the job; set COHORT_RANK and COHORT_SIZE, or %s",
                             (unsigned)g_me.rank, size, g_me.nspace, what_to_set);
     *rank = (int)g_me.rank;
     *nranks = (int)size;
+    /* on this node: optional (-1 when the server does not say) */
+    long lr = get_int(g_me.rank, PMIX_LOCAL_RANK, &rc), ls = get_int(PMIX_RANK_WILDCARD,
+                                                                       PMIX_LOCAL_SIZE, &rc);
+    *local_rank = lr >= 0 && ls > lr ? (int)lr : -1;
+    *local_size = lr >= 0 && ls > lr ? (int)ls : -1;
     return COHORT_SUCCESS;
 }
 
@@ -168,10 +186,9 @@ static cohort_status_t not_built(void)
                         "dir> instead");
 }
 
-cohort_status_t cohort_pmix_identity(int *rank, int *nranks)
+cohort_status_t cohort_pmix_identity(int *rank, int *nranks, int *local_rank, int *local_size)
 {
-    (void)rank;
-    (void)nranks;
+    (void)rank, (void)nranks, (void)local_rank, (void)local_size;
     return not_built();
 }
 

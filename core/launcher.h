@@ -21,8 +21,9 @@ int cohort_pmix_built(void);
 /* 1 when a PMIx server started this process (PMIX_NAMESPACE or PMIX_RANK in the environment). */
 int cohort_pmix_present(void);
 /* PMIx_Init (once per process until cohort_pmix_finalize), then this process's rank and the
- * job's size from PMIx. */
-cohort_status_t cohort_pmix_identity(int *rank, int *nranks);
+ * job's size from PMIx, and its rank among the job's processes on this node and their number
+ * (-1 both when PMIx does not say). */
+cohort_status_t cohort_pmix_identity(int *rank, int *nranks, int *local_rank, int *local_size);
 /* The address exchange. Rank 0 passes url (its rendezvous, tcp://addr:port) or, when it could
  * not host one, url NULL and why: the other ranks then fail at once with that text instead of
  * waiting. The others receive rank 0's url in out. Initializes PMIx if needed; the fence waits at
