@@ -86,7 +86,18 @@ else
     not_ok "PMIx variables but no PMIx server (exit $rc after $secs s)"; show
 fi
 
-# 6. COHORT_RENDEZVOUS still wins under mpirun (the path that existed before PMIx)
+# 6. a PMIx launcher that sets no rank/size variable of its own (as prterun): rank, size and
+#    local rank come from PMIx (Open MPI's OMPI_COMM_WORLD_* removed here)
+mpirun_case pmixid 120 -np 3 -x COHORT_DEBUG=INFO sh -c \
+    'unset OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_RANK OMPI_COMM_WORLD_LOCAL_SIZE; exec "$0"' "$CC"
+if [ "$rc" = 0 ] && grep -q "collcheck np=3: [0-9]* passed, 0 failed" "$tmp/out" &&
+   [ "$(grep -c 'rank [0-2] of 3 (launcher PMIx' "$tmp/out")" = 3 ]; then
+    ok "identity from PMIx when the launcher's variables are missing ($secs s)"
+else
+    not_ok "identity from PMIx when the launcher's variables are missing (exit $rc after $secs s)"; show
+fi
+
+# 7. COHORT_RENDEZVOUS still wins under mpirun (the path that existed before PMIx)
 PORT=$(free_port)
 mpirun_case user 120 -np 2 -x COHORT_RENDEZVOUS=tcp://127.0.0.1:$PORT -x COHORT_DEBUG=INFO "$CC"
 if [ "$rc" = 0 ] && grep -q "collcheck np=2: [0-9]* passed, 0 failed" "$tmp/out" &&

@@ -29,15 +29,15 @@ for p in munged slurmctld slurmd srun sbatch sinfo scontrol; do
         { echo "SKIP: $p not found (slurm-wlm and munge: scripts/deps.sh installs them)"; exit 77; }
 done
 
-# (not under /tmp: each node gets a /tmp of its own below, as real nodes have; the two stepds of a
-# step with --mpi=pmix would otherwise make the same directory there)
-tmp=$(mktemp -d /var/tmp/cohort-slurm.XXXXXX)
+netns_setup          # skips when there is no root or no network namespace
+# (netns_setup's traps: netns_cleanup kills every process in our namespaces, daemons included,
+# then runs NETNS_AT_EXIT)
+# Not under /tmp: each node gets a /tmp of its own below, as real nodes have (the two stepds of a
+# step with --mpi=pmix would otherwise make the same directory there).
+tmp=$(mktemp -d /var/tmp/cohort-slurm.XXXXXX) || { not_ok "mktemp"; finish; exit 1; }
+NETNS_AT_EXIT='rm -rf "$tmp"'
 chmod 755 "$tmp"     # slurmd's steps and munged check the path; only root writes here
 mkdir -m 1777 "$tmp/node1-tmp" "$tmp/node2-tmp"
-NETNS_AT_EXIT='rm -rf "$tmp"'
-netns_setup          # skips when there is no root or no network namespace
-# (netns_setup's traps: netns_cleanup kills every process in our namespaces, daemons included)
-trap 'netns_cleanup; eval "$NETNS_AT_EXIT"' EXIT
 netns_add_host node1 eth0 || { not_ok "cannot make node1"; finish; exit 1; }
 netns_add_host node2 eth0 || { not_ok "cannot make node2"; finish; exit 1; }
 SW=$NETNS_SW N1=$(netns_ns node1)
