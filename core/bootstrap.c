@@ -130,6 +130,18 @@ static cohort_status_t slurm_rendezvous(cohort_identity_t *id)
     return COHORT_SUCCESS;
 }
 
+/* A task of a Slurm step whose identity came from another launcher's variables that agree with
+ * Slurm's (srun --mpi=pmi2 sets PMI_RANK and PMI_SIZE): Slurm's way to the rendezvous applies. */
+static int slurm_step_task(const cohort_identity_t *id)
+{
+    const char *step = getenv("SLURM_STEP_ID"), *r = getenv("SLURM_PROCID");
+    const char *n = getenv("SLURM_NTASKS");
+    if (!step || !*step || !r || !*r || !n || !*n) return 0;
+    char *e1, *e2;
+    long rank = strtol(r, &e1, 10), size = strtol(n, &e2, 10);
+    return !*e1 && !*e2 && rank == id->rank && size == id->nranks;
+}
+
 static cohort_status_t identity_from_env(cohort_identity_t *id)
 {
     memset(id, 0, sizeof *id);
@@ -169,6 +181,8 @@ static cohort_status_t identity_from_env(cohort_identity_t *id)
                             "'launcher' (cohortrun sets it: it serves the rendezvous) or "
                             "'rank0' (rank 0 hosts it, the default)", served);
     id->external_server = served && !strcasecmp(served, "launcher");
+    /* launched by srun: Slurm's own variables, or ones that agree with them */
+    int slurm_task = L && (!strcmp(L->name, "Slurm") || slurm_step_task(id));
     if (rdv && *rdv) {
         snprintf(id->rendezvous, sizeof id->rendezvous, "%s", rdv);
     } else {
@@ -180,14 +194,14 @@ static cohort_status_t identity_from_env(cohort_identity_t *id)
             snprintf(id->rendezvous, sizeof id->rendezvous, strchr(ma, ':') ? "tcp://[%s]:%ld"
                      : "tcp://%s:%ld", ma, port + 1);
         } else if (id->nranks > 1 && !id->external_server && cohort_pmix_present() &&
-                   (cohort_pmix_built() || !L || strcmp(L->name, "Slurm"))) {
+                   (cohort_pmix_built() || !slurm_task)) {
             /* PMIx tells the others where rank 0 hosts it (core/launcher.h) */
             if (!cohort_pmix_built())   /* (says that it is not built in) */
                 return cohort_pmix_identity(&id->rank, &id->nranks, &id->local_rank,
                                             &id->local_size);
             id->rdv_from = COHORT_RDV_FROM_PMIX;
             snprintf(id->rendezvous, sizeof id->rendezvous, "pmix");
-        } else if (id->nranks > 1 && !id->external_server && L && !strcmp(L->name, "Slurm")) {
+        } else if (id->nranks > 1 && !id->external_server && slurm_task) {
             if ((st = slurm_rendezvous(id))) return st;
         } else if (id->nranks > 1) {
             return cohort_error(COHORT_ERR_INVALID_ARG, "%s gave rank %d of %d but no "

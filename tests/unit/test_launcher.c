@@ -132,6 +132,19 @@ START_TEST(slurm_identity)
     unsetenv("SLURM_STEP_ID");
     EXPECT_STATUS(cohort_identity_from_env(&id), COHORT_ERR_INVALID_ARG, "SLURM_STEP_ID",
                   "COHORT_RENDEZVOUS");
+    /* srun --mpi=pmi2: PMI_RANK/PMI_SIZE (MPICH's names) that agree with Slurm's: Slurm's way */
+    slurm_env("2", "cn08");
+    setenv("PMI_RANK", "2", 1);
+    setenv("PMI_SIZE", "4", 1);
+    EXPECT_OK(cohort_identity_from_env(&id));
+    ck_assert_str_eq(id.launcher, "MPICH/hydra");
+    ck_assert_str_eq(id.rendezvous, "tcp://cn07:20802");
+    /* ... and that do not (another launcher inside a Slurm step): no guess */
+    setenv("PMI_SIZE", "8", 1);
+    EXPECT_STATUS(cohort_identity_from_env(&id), COHORT_ERR_INVALID_ARG,
+                  "MPICH/hydra gave rank 2 of 8 but no rendezvous");
+    unsetenv("PMI_RANK");
+    unsetenv("PMI_SIZE");
     /* an unreadable node list */
     slurm_env("1", "cn07");
     setenv("SLURM_STEP_NODELIST", "cn[07-", 1);
