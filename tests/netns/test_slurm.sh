@@ -7,6 +7,7 @@
 #   srun -n 4 collcheck               without PMIx: node1 hosts the rendezvous on the port
 #                                     derived from the job and step ids
 #   srun --mpi=pmix -n 4 collcheck    through PMIx (when Debian's Slurm has the plugin)
+#   srun --mpi=pmi2 -n 4 collcheck    PMI_RANK/PMI_SIZE agree with Slurm's: as without PMIx
 #   sbatch -N 2 -n 4                  a two-node batch job running both; its output checked
 #   srun with the derived port busy   a quick failure naming the port and COHORT_RENDEZVOUS
 # Every wait has a deadline; everything (daemons, namespaces, the temp dir) is
@@ -107,6 +108,7 @@ JobCompType=jobcomp/none
 SwitchType=switch/none
 MpiDefault=none
 SchedulerType=sched/builtin
+SchedulerParameters=sched_interval=2
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 ReturnToService=2
@@ -151,6 +153,13 @@ TASK
 chmod 755 "$tmp/task.sh"
 export COHORT_TIMEOUT=60 COHORT_DEBUG=INFO
 
+# Before each job: both nodes idle again (a node stays "completing" a moment after a job; a job
+# submitted then would wait for the next scheduling pass)
+idle() {
+    deadline 30 both_idle ||
+        echo "# the nodes are not idle 30 s after the last job: $(S sinfo -h -N -o '%N %t' | tr '\n' ' ')"
+}
+
 # check_run NAME FILE [PMIX]: the output of a 4-task step (passed results on rank 0, the tasks
 # on both nodes, how the ranks met)
 check_run() {
@@ -172,6 +181,7 @@ check_run() {
 }
 
 # ---- srun -n 4 without PMIx: job 100, step 0 -------------------------------------------------
+idle
 start=$(date +%s)
 S timeout -k 5 120 srun --mpi=none -n 4 "$tmp/task.sh" >"$tmp/srun.out" 2>&1
 rc=$?
@@ -188,6 +198,7 @@ S srun --mpi=list 2>&1 | grep -q pmix && PMIX=yes
 pmix_built=""
 "$top_builddir/tools/cohort-info" 2>/dev/null | grep -q "pmix: yes" && pmix_built=yes
 if [ -n "$PMIX" ] && [ -n "$pmix_built" ]; then
+    idle
     start=$(date +%s)
     S timeout -k 5 120 srun --mpi=pmix -n 4 "$tmp/task.sh" >"$tmp/srun-pmix.out" 2>&1
     rc=$?
@@ -196,6 +207,17 @@ if [ -n "$PMIX" ] && [ -n "$pmix_built" ]; then
     NEXTJOB=$((NEXTJOB + 1))
 else
     echo "# srun --mpi=pmix not run: Slurm's pmix plugin ${PMIX:-missing}, cohort's PMIx ${pmix_built:-not built}"
+fi
+
+# ---- srun --mpi=pmi2 -n 4: PMI_RANK/PMI_SIZE, which agree with Slurm's: Slurm's way ------------
+if S srun --mpi=list 2>&1 | grep -q pmi2; then
+    idle
+    start=$(date +%s)
+    S timeout -k 5 120 srun --mpi=pmi2 -n 4 "$tmp/task.sh" >"$tmp/srun-pmi2.out" 2>&1
+    rc=$?
+    [ "$rc" = 0 ] || echo "    srun exited $rc"
+    check_run "srun --mpi=pmi2 -n 4 collcheck: node1 hosts on the derived port ($(( $(date +%s) - start )) s)" "$tmp/srun-pmi2.out"
+    NEXTJOB=$((NEXTJOB + 1))
 fi
 
 # ---- sbatch: a two-node job (steps 0 and, with PMIx, 1) ---------------------------------------
@@ -213,6 +235,7 @@ if [ "$PMIX$pmix_built" = yesyes ]; then
     echo "step 1 exit \$?"
 fi
 JOB
+idle
 start=$(date +%s)
 jid=$(S sbatch --parsable "$tmp/job.sh" 2>"$tmp/sbatch.err")
 job_done() { S scontrol show job "$jid" | grep -Eq "JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL)"; }
@@ -248,6 +271,7 @@ s.bind(("0.0.0.0", int(sys.argv[1]))); s.listen(1); print("listening", flush=Tru
     "$port" >"$tmp/busy.out" 2>&1 &
 busy=$!
 deadline 10 grep -q listening "$tmp/busy.out"
+idle
 start=$(date +%s)
 S timeout -k 5 90 srun --mpi=none -K -n 4 "$tmp/task.sh" >"$tmp/srun-busy.out" 2>&1
 rc=$?
