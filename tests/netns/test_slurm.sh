@@ -227,16 +227,17 @@ cat >"$tmp/job.sh" <<JOB
 #SBATCH -n 4
 #SBATCH -o $tmp/batch.out
 #SBATCH -t 5
-echo "batch job \$SLURM_JOB_ID on \$SLURM_JOB_NODELIST"
+echo "batch job \$SLURM_JOB_ID on \$SLURM_JOB_NODELIST at \$(date +%T.%N)"
 srun --mpi=none "$tmp/task.sh" >"$tmp/batch-step0.out" 2>&1
-echo "step 0 exit \$?"
+echo "step 0 exit \$? at \$(date +%T.%N)"
 if [ "$PMIX$pmix_built" = yesyes ]; then
     srun --mpi=pmix "$tmp/task.sh" >"$tmp/batch-step1.out" 2>&1
-    echo "step 1 exit \$?"
+    echo "step 1 exit \$? at \$(date +%T.%N)"
 fi
 JOB
 idle
 start=$(date +%s)
+echo "# sbatch at $(date +%T.%N)"
 jid=$(S sbatch --parsable "$tmp/job.sh" 2>"$tmp/sbatch.err")
 job_done() { S scontrol show job "$jid" | grep -Eq "JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL)"; }
 if [ -z "$jid" ]; then
@@ -251,6 +252,14 @@ else
         ok "sbatch -N 2 -n 4: job $jid completed on node[1-2] ($(( $(date +%s) - start )) s)"
     else
         not_ok "sbatch -N 2 -n 4: job $jid $state"; sed 's/^/    /' "$tmp/batch.out"
+    fi
+    if [ $(( $(date +%s) - start )) -gt 30 ]; then   # where the time went
+        echo "# slow batch job: its output, its steps' srun lines, what the daemons logged"
+        sed 's/^/#   /' "$tmp/batch.out"
+        S scontrol show job "$jid" | grep -o '[A-Za-z]*Time=[^ ]*' | tr '\n' ' ' | sed 's/^/#   /'; echo
+        grep -h "^srun" "$tmp"/batch-step*.out | sed 's/^/#   /'
+        grep -h "JobId=$jid\|StepId=$jid\|job $jid\|\[$jid\." "$tmp/ctld/slurmctld.log" \
+            "$tmp"/spool/slurmd.node*.log | tail -n 40 | sed 's/^/#   /'
     fi
     check_run "... its step srun collcheck, no PMIx" "$tmp/batch-step0.out"
     port=$((20000 + (jid * 8) % 12000))
