@@ -231,7 +231,9 @@ echo "batch job \$SLURM_JOB_ID on \$SLURM_JOB_NODELIST at \$(date +%T.%N)"
 srun --mpi=none "$tmp/task.sh" >"$tmp/batch-step0.out" 2>&1
 echo "step 0 exit \$? at \$(date +%T.%N)"
 if [ "$PMIX$pmix_built" = yesyes ]; then
-    srun --mpi=pmix "$tmp/task.sh" >"$tmp/batch-step1.out" 2>&1
+    # --overlap: slurmctld may not have released step 0's CPUs yet ("step creation temporarily
+    # disabled ... Requested nodes are busy"), and srun's retries then back off for 2 minutes
+    srun --overlap --mpi=pmix "$tmp/task.sh" >"$tmp/batch-step1.out" 2>&1
     echo "step 1 exit \$? at \$(date +%T.%N)"
 fi
 JOB
