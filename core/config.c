@@ -80,7 +80,8 @@ static const cohort_setting_t core_settings[] = {
       "log subsystems to show (" COHORT_LOG_SUBSYSTEMS ", or a plugin's name), or ^list to hide "
       "some", SPECIAL },
     { "COHORT_RENDEZVOUS", NULL,
-      "tcp://host:port where ranks meet (rank 0 hosts it unless cohortrun does), or file://dir",
+      "tcp://host:port where ranks meet (rank 0 hosts it unless cohortrun does), or file://dir; "
+      "unset under mpirun or srun (PMIx, or Slurm's step: docs/launching.md)",
       SPECIAL },
     { "COHORT_RENDEZVOUS_SERVER", "rank0", "who serves COHORT_RENDEZVOUS: rank0 (rank 0 hosts "
       "it) or launcher (set by cohortrun, which serves it itself)", WORDS("rank0|launcher") },
