@@ -221,9 +221,11 @@ static cohort_status_t add_settings(const char *path, const cohort_transport_v1_
     return COHORT_SUCCESS;
 }
 
-cohort_status_t cohort_plugin_open(const char *path, cohort_plugin_t **out)
+/* dlopen + the symbol + validate + the settings table: what a plugin is before its init. On
+ * refusal COHORT_ERR_PLUGIN with a one-line message naming the file and the reason, and the file
+ * is closed again. */
+static cohort_status_t open_checked(const char *path, void **dlp, const cohort_transport_v1_t **tp)
 {
-    *out = NULL;
     char fname[32];
     if (!plugin_name_of(path, fname, sizeof fname))
         return cohort_error(COHORT_ERR_PLUGIN, "plugin %s refused: a plugin file must be named "
@@ -246,12 +248,24 @@ cohort_status_t cohort_plugin_open(const char *path, cohort_plugin_t **out)
         dlclose(dl);
         return st;
     }
+    *dlp = dl;
+    *tp = t;
+    return COHORT_SUCCESS;
+}
+
+cohort_status_t cohort_plugin_open(const char *path, cohort_plugin_t **out)
+{
+    *out = NULL;
+    void *dl;
+    const cohort_transport_v1_t *t;
+    cohort_status_t st = open_checked(path, &dl, &t);
+    if (st) return st;
     cohort_plugin_t *p = calloc(1, sizeof *p);
     if (!p) {
         dlclose(dl);
         return cohort_error(COHORT_ERR_NO_MEMORY, "no memory to load plugin %s", path);
     }
-    snprintf(p->name, sizeof p->name, "%s", fname);
+    snprintf(p->name, sizeof p->name, "%s", t->name);
     snprintf(p->path, sizeof p->path, "%s", path);
     p->dl = dl;
     p->ops = t;
@@ -528,32 +542,30 @@ void cohort_plugins_read_settings(void)
 {
     /* the files read so far, with or without a table: each is opened once per process */
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    static char (*seen)[4096];
+    static char seen[MAX_CANDIDATES][4096];
     static int nseen;
     candidate_t *cand = malloc(MAX_CANDIDATES * sizeof *cand);
     if (!cand) return;
     pthread_mutex_lock(&lock);
-    if (!seen) seen = calloc(MAX_CANDIDATES, sizeof *seen);
     int n = scan_all(cand);
     for (int i = 0; i < n; i++) {
         int done = cohort_config_has_owner(cand[i].name);
         for (int k = 0; k < nseen && !done; k++) done = !strcmp(seen[k], cand[i].path);
         if (done) continue;
-        if (seen && nseen < MAX_CANDIDATES) snprintf(seen[nseen++], sizeof *seen, "%s", cand[i].path);
-        /* the checks of cohort_plugin_open, without init: a file it would refuse adds nothing */
-        dlerror();
-        void *dl = dlopen(cand[i].path, RTLD_NOW | RTLD_LOCAL);
-        const cohort_transport_v1_t *t = dl ? dlsym(dl, COHORT_PLUGIN_SYMBOL) : NULL;
+        if (nseen < MAX_CANDIDATES) snprintf(seen[nseen++], sizeof seen[0], "%s", cand[i].path);
+        /* what cohort_plugin_open checks, without init: a file it would refuse adds nothing */
+        void *dl;
+        const cohort_transport_v1_t *t;
         int old = cohort_error_log_level(COHORT_LOG_NONE);
-        cohort_status_t st = t ? validate(cand[i].path, cand[i].name, t) : COHORT_ERR_PLUGIN;
-        if (!st) st = add_settings(cand[i].path, t);
+        cohort_status_t st = open_checked(cand[i].path, &dl, &t);
         cohort_error_log_level(old);
-        if (st)
-            cohort_log(COHORT_LOG_INFO, SUBSYS, "plugin %s (%s): its settings are not read: %s",
-                       cand[i].name, cand[i].path, t ? cohort_last_error()
-                       : dl ? "no " COHORT_PLUGIN_SYMBOL " symbol" : dlerror());
-        if (st) cohort_error_clear();   /* the loader reports it when it loads the plugin */
-        if (dl) dlclose(dl);
+        if (st) {
+            cohort_log(COHORT_LOG_INFO, SUBSYS, "plugin %s: its settings are not read: %s",
+                       cand[i].name, cohort_last_error());
+            cohort_error_clear();   /* the loader reports it when it loads the plugin */
+        } else {
+            dlclose(dl);
+        }
     }
     pthread_mutex_unlock(&lock);
     free(cand);
