@@ -401,10 +401,11 @@ static int unknown_names(void)
 cohort_status_t cohort_config_check(void)
 {
     /* a setting no table holds may be a plugin's whose table is not read yet */
-    if (unknown_names()) cohort_plugins_read_settings();
+    int unknown = unknown_names();
+    if (unknown) cohort_plugins_read_settings();
     cohort_status_t st = cohort_config_file_status();
     if (st) return st;
-    note_unknown_env();
+    if (unknown) note_unknown_env();
     size_t n = cohort_settings_count();
     for (size_t i = 0; i < n; i++) {
         const cohort_setting_t *s = cohort_setting_at(i);
