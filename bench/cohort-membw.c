@@ -219,8 +219,8 @@ int main(int argc, char **argv)
 {
     size_t only = 0;
     int maxthreads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    double target = 0.3;
-    int lines = 0;
+    double target = 0;   /* -r; unset: 0.3 s per measurement, 1.4 s for --lines */
+    int lines = 0, r_given = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--lines")) {
             lines = 1;
@@ -236,17 +236,19 @@ int main(int argc, char **argv)
             maxthreads = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "-r") && i + 1 < argc) {
             target = atof(argv[++i]);
+            r_given = 1;
         } else {
             fprintf(stderr, "usage: cohort-membw [-s SIZE[K|M|G]] [-t THREADS] [-r SECONDS]\n"
                             "       cohort-membw --lines [-r SECONDS]\n");
             return strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? 2 : 0;
         }
     }
-    if (maxthreads < 1 || maxthreads > 64 || target <= 0) {
+    if (maxthreads < 1 || maxthreads > 64 || target < 0 || (target == 0 && r_given)) {
         fprintf(stderr, "cohort-membw: threads must be 1..64 and seconds > 0\n");
         return 2;
     }
-    if (lines) return lines_mode(target > 0.3 ? target : 1.4);
+    if (lines) return lines_mode(r_given ? target : 1.4);
+    if (!r_given) target = 0.3;
     size_t maxbytes = only ? only : (size_t)256 << 20;
     float *src = NULL, *dst = NULL;
     if (posix_memalign((void **)&src, 4096, maxbytes) || posix_memalign((void **)&dst, 4096, maxbytes)) {
