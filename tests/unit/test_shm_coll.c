@@ -118,6 +118,9 @@
 #define MAP_STRESS_STEPS 700
 #define MAP_SLEEPY_STEPS 300
 #define POOL 3                                /* mapped stress: blocks each rank keeps */
+#define LANE_BYTES 32                         /* coll_int.h's SB_INLINE: allreduces up to this
+                                                 reduce from the small lane's entries */
+#define LANE_STEPS 420                        /* (13): over six times round the lane's entries */
 #define MIN_BLOCKS 40                         /* blocks per rank a reuse run must go through (a
                                                  peer's cache holds 32 entries: it evicts) */
 /* coll.c's log lines (once per endpoint) that say a mapped collective ran, a mix fell back to
@@ -336,7 +339,8 @@ static _Thread_local char tl_log_noprobe_msg[512];
 /* the reductions of this rank: from the staging slots (a source in the area) or not (from
  * sendbufs and mapped peer buffers) */
 static _Thread_local uintptr_t tl_area_lo, tl_area_hi;
-static _Thread_local unsigned long tl_red_area, tl_red_else;
+static _Thread_local uintptr_t tl_stage_lo;   /* the staging slots: below them, the small lane */
+static _Thread_local unsigned long tl_red_area, tl_red_else, tl_red_lane;
 
 static cohort_status_t host_error(cohort_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -382,9 +386,15 @@ static int in_area(const void *p)
     return (uintptr_t)p >= tl_area_lo && (uintptr_t)p < tl_area_hi;
 }
 
+static int in_lane(const void *p)
+{
+    return in_area(p) && (uintptr_t)p < tl_stage_lo;
+}
+
 static void host_reduce(void *inout, const void *in, size_t count, cohort_dtype_t dtype,
                         cohort_op_t op)
 {
+    if (in_lane(in)) tl_red_lane++;
     if (in_area(in)) tl_red_area++;
     else tl_red_else++;
     cohort_reduce_local(inout, in, count, dtype, op);
@@ -393,6 +403,7 @@ static void host_reduce(void *inout, const void *in, size_t count, cohort_dtype_
 static void host_reduce3(void *out, const void *a, const void *b, size_t count,
                          cohort_dtype_t dtype, cohort_op_t op)
 {
+    if (in_lane(a) || in_lane(b)) tl_red_lane++;
     if (in_area(a) || in_area(b)) tl_red_area++;
     else tl_red_else++;
     cohort_reduce_local3(out, a, b, count, dtype, op);
@@ -425,7 +436,7 @@ static const cohort_host_v1_t HOST_1_2 = {
 /* ---- the world: one area, n ranks ---------------------------------------------------------- */
 
 enum { MODE_MATRIX, MODE_STRESS, MODE_MISMATCH, MODE_BITID, MODE_MAP_MATRIX, MODE_MAP_MIXED,
-       MODE_SB_AHEAD, MODE_SB_STRESS, MODE_SB_MISMATCH, MODE_FINISH };
+       MODE_SB_AHEAD, MODE_SB_STRESS, MODE_SB_MISMATCH, MODE_FINISH, MODE_LANE };
 
 /* Where a world's buffers come from (w->mem): malloc; the test's cohort_mem_alloc; or, per
  * collective, a pattern of both (spec_t.pat, or drawn from the collective's number). */
@@ -1179,8 +1190,21 @@ static int run_spec(rank_ctx_t *c, const spec_t *sp, uint64_t tag_xor)
     a.recvbuf = recvp;
 
     tl_nerr = 0;
-    tl_red_area = tl_red_else = 0;
+    tl_red_area = tl_red_else = tl_red_lane = 0;
     cohort_status_t status = drive(c, &a, what);
+    /* an allreduce of up to LANE_BYTES reduces the entries of the small lane, every other
+     * reduction never does (the lane is rewritten as the ranks go on) */
+    if (status == COHORT_SUCCESS && n > 1 && sp->count &&
+        sp->coll == COHORT_TP_ALLREDUCE &&
+        (sp->count * es <= LANE_BYTES) != (tl_red_lane > 0)) {
+        status = DRIVE_STOPPED;
+        rfail(c, "%s: right result, but it reduced %lu times from the small lane (expected %s)",
+              what, tl_red_lane, sp->count * es <= LANE_BYTES ? "every time" : "never");
+    } else if (status == COHORT_SUCCESS && sp->coll != COHORT_TP_ALLREDUCE && tl_red_lane) {
+        status = DRIVE_STOPPED;
+        rfail(c, "%s: it reduced %lu times from the small lane, which only allreduces of up "
+              "to %d bytes use", what, tl_red_lane, LANE_BYTES);
+    }
     int rc = 0;
     gbuf_t ks = { 0 }, kr = { 0 };   /* mapped worlds: the buffers taken back (gs, gr: copies) */
     if (status == COHORT_SUCCESS && w->mem != MEM_PLAIN) {
@@ -1555,7 +1579,8 @@ static int script_bitid(rank_ctx_t *c)
 }
 
 /* variant: bit 0: mismatch after 6 good collectives (not the first steps); bit 1: rank 1 also
- * asks for another count (many rounds where the others have one). */
+ * asks for another count (many rounds where the others have one); bit 3: the collective is
+ * small (the others in the small lane; rank 1 too, or, with bit 1, staged in one round). */
 static int script_mismatch(rank_ctx_t *c)
 {
     world_t *w = c->w;
@@ -1567,7 +1592,8 @@ static int script_mismatch(rank_ctx_t *c)
     }
     spec_t sp = { .coll = COHORT_TP_ALLREDUCE, .count = 10, .dt = COHORT_FLOAT32,
                   .op = COHORT_SUM };
-    if (c->rank == 1 && (w->variant & 2)) sp.count = 100003;
+    if (w->variant & 8) sp.count = 2;
+    if (c->rank == 1 && (w->variant & 2)) sp.count = w->variant & 8 ? 100 : 100003;
     const uint64_t seq = ++c->seq;
     char what[256];
     describe(what, sizeof what, &sp, w->n, w->round, seq);
@@ -1609,6 +1635,54 @@ static size_t sb_bytes(int n)
     size_t m = ((size_t)8 << 20) / ((size_t)n * SB_DEPTH_T);
     m = m > ((size_t)64 << 10) ? (size_t)64 << 10 : m < ((size_t)4 << 10) ? (size_t)4 << 10 : m;
     return m / 64 * 64;
+}
+
+/* (13) The small lane's allreduces and barriers among the other paths: counts just below, at
+ * and above LANE_BYTES for every dtype, in place and out of place, every op; now and then a
+ * staged allreduce or allgather (the slots' reuse waits on ranks that published only entries)
+ * and a run of SB_DEPTH_T small broadcasts from one root (the root's wait for the others, half
+ * the lane behind, sees their entries), over LANE_STEPS collectives: six times round every
+ * rank's entries. run_spec checks each result and that allreduces of up to LANE_BYTES, and
+ * only they, reduced from the lane. */
+static int script_lane(rank_ctx_t *c)
+{
+    world_t *w = c->w;
+    for (int i = 0; i < LANE_STEPS; i++) {
+        spec_t sp;
+        memset(&sp, 0, sizeof sp);
+        if (i % 97 == 50) {   /* a run of small broadcasts, the root far ahead */
+            for (int k = 0; k < SB_DEPTH_T; k++) {
+                spec_t b = { .coll = COHORT_TP_BROADCAST, .count = 1 + (size_t)(k % 5),
+                             .dt = COHORT_INT32, .root = (i / 97) % w->n };
+                if (run_spec(c, &b, 0)) return -1;
+            }
+        }
+        if (i % 7 == 3) {
+            sp.coll = COHORT_TP_BARRIER;
+        } else if (i % 13 == 5) {
+            sp.coll = i % 2 ? COHORT_TP_ALLREDUCE : COHORT_TP_ALLGATHER;
+            sp.dt = DTYPES[i % 4];
+            sp.op = OPS[i % 3];
+            sp.count = 4097;
+        } else {
+            int v = i % 12;
+            sp.coll = COHORT_TP_ALLREDUCE;
+            sp.dt = DTYPES[v % 4];
+            sp.op = OPS[(i / 4) % 3];
+            size_t per = LANE_BYTES / esz(sp.dt);
+            static const int delta[] = { -1, 0, 1 };
+            sp.count = per + (size_t)(ptrdiff_t)delta[(v / 4) % 3];
+            if (i % 5 == 0) sp.count = 1;
+            sp.inplace = (i / 3) & 1;
+            sp.nullrecv = 0;
+        }
+        /* per rank: sometimes arrive late */
+        uint64_t d = rng_next(&c->delay_rng);
+        if ((d & 7) == 0)
+            for (unsigned y = 0; y < (unsigned)(d >> 8) % 16; y++) sched_yield();
+        if (run_spec(c, &sp, 0)) return -1;
+    }
+    return 0;
 }
 
 /* (9): broadcasts from rank 0, which the others join only once it waits. */
@@ -1855,6 +1929,7 @@ static void *rank_main(void *arg)
                                .stream = w->stream };
     tl_area_lo = (uintptr_t)w->area;
     tl_area_hi = tl_area_lo + w->area_len;
+    tl_stage_lo = tl_area_hi - ((size_t)w->n + 1) * SHM_COLL_NSLOTS * w->round;
     tl_log_mapped = tl_log_mixed = tl_log_noprobe = tl_log_lent = tl_log_uncompared = 0;
     tl_log_left = 0;
     c->co = shm_coll_new(w->area, c->rank, w->n, w->old_host ? &HOST_1_2 : &HOST, &hooks);
@@ -1877,6 +1952,7 @@ static void *rank_main(void *arg)
     case MODE_SB_STRESS: script_sb_stress(c); break;
     case MODE_SB_MISMATCH: script_sb_mismatch(c); break;
     case MODE_FINISH: script_finish(c); break;
+    case MODE_LANE: script_lane(c); break;
     default: break;
     }
     /* at close: ranks that agreed (and those whose collectives failed) succeed at once, and
@@ -2081,12 +2157,12 @@ START_TEST(test_stress)
 END_TEST
 
 /* _i: n = 2 or 4 (bit 2), mismatch after 0 or 6 collectives (bit 0), rank 1 with another count
- * as well (bit 1) */
+ * as well (bit 1), a small collective (bit 3: the small lane) */
 START_TEST(test_tag_mismatch)
 {
     int n = _i & 4 ? 4 : 2;
     world_t *w = new_world(n, shm_coll_round(n, 4096), MODE_MISMATCH);
-    w->variant = _i & 3;
+    w->variant = _i & 11;
     run_world(w, "tag mismatch");
     for (int r = 0; r < n; r++) {
         rank_out_t *o = &w->out[r];
@@ -2098,6 +2174,11 @@ START_TEST(test_tag_mismatch)
         snprintf(want, sizeof want, "rank %d ", r == 1 ? 0 : 1);
         ck_assert_msg(strstr(o->msg_coll, want) != NULL, "rank %d's message does not name "
                       "the %s: '%s'", r, want, o->msg_coll);
+        /* a peer in the small lane says which collective it started */
+        if ((_i & 8) && (r == 1 || !(_i & 2)))
+            ck_assert_msg(strstr(o->msg_coll, "started allreduce #") != NULL, "variant %d: "
+                          "rank %d's message does not name the peer's allreduce: '%s'", _i, r,
+                          o->msg_coll);
         ck_assert_msg(o->st_after < 0, "rank %d: start after the mismatch returned %d, "
                       "expected an error", r, (int)o->st_after);
         ck_assert_msg(o->msg_after[0] != 0, "rank %d: start refused without a message", r);
@@ -2266,6 +2347,18 @@ START_TEST(test_sb_stress)
 }
 END_TEST
 
+/* (13) _i: n = 2, 3, 5, 8 (_i / 2); yielding (even) or sleeping (odd) waiters */
+START_TEST(test_lane)
+{
+    static const int ns[] = { 2, 3, 5, 8 };
+    int n = ns[_i / 2];
+    world_t *w = new_world(n, shm_coll_round(n, 4096), MODE_LANE);
+    w->sleepy = _i & 1;
+    run_world(w, w->sleepy ? "small lane, sleeping waiters" : "small lane");
+    free_world(w);
+}
+END_TEST
+
 /* (11) _i: the variant of script_sb_mismatch */
 START_TEST(test_sb_mismatch)
 {
@@ -2381,12 +2474,13 @@ static Suite *coll_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_matrix, 0, 2 * (int)(sizeof matrix_ns / sizeof matrix_ns[0]));
     tcase_add_loop_test(tc, test_stress, 0, 2);
-    tcase_add_loop_test(tc, test_tag_mismatch, 0, 8);
+    tcase_add_loop_test(tc, test_tag_mismatch, 0, 16);
     tcase_add_loop_test(tc, test_bit_identical, 0, 4);
     tcase_add_loop_test(tc, test_sb_ahead, 0, 3);
     tcase_add_loop_test(tc, test_sb_stress, 0, 4);
     tcase_add_loop_test(tc, test_sb_mismatch, 0, 5);
     tcase_add_loop_test(tc, test_finish, 0, 8);
+    tcase_add_loop_test(tc, test_lane, 0, 8);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("mapped");

@@ -53,9 +53,15 @@
  * peers' buffers, and their owners wait for every reader (phase D) before they return.
  * Small broadcasts (up to coll_sb_max(n) bytes) take one step in the small lane instead: the root
  * copies the data into its entry for the step (SB_DEPTH entries per rank, used in turn), publishes
- * in and returns without waiting for anyone; the others wait for that entry only (or for the root's
- * in, which says that it is in another collective at this step), check its tag and copy the data
- * out. A root can so run up to SB_DEPTH broadcasts ahead of the slowest reader, as Open MPI's
+ * the entry and returns without waiting for anyone; the others wait for that entry only (or for
+ * the root's in, which says that it is in another collective at this step), check its tag and
+ * copy the data out. Allreduces of up to SB_INLINE bytes and barriers take one step in the lane
+ * too: every rank writes its input into its own entry, in the line that holds the entry's tag,
+ * history and step, and waits for every peer's entry, then reduces the entries in rank order.
+ * That is one cache line each way per pair of ranks (the staged path moves four: control line,
+ * history line, slot and the peer's control line again for out), and no control line is written.
+ * A step in the lane publishes its entry instead of in: a rank has started step t when its in
+ * or its entry for t says so (coll_started), which is how every wait for a peer's in reads it. A root can so run up to SB_DEPTH broadcasts ahead of the slowest reader, as Open MPI's
  * roots, which drop small messages into their peers' queues, never wait either (docs/
  * performance-log.md, "Measurements behind the code's constants"). Every rank writes an entry (tag,
  * history, step), so a rank that is in another collective at that step sees the difference. A root
@@ -74,7 +80,7 @@
  * closes late costs no wait). Peers that have not got there are waited for, for a bounded time
  * that the caller gives; those that left without a fin (exited, or their area went) and those
  * whose collectives failed are not compared.
- * Counters are published with seq_cst stores; a waiter that wants to sleep sets its armed flag
+ * Counters and entries are published with seq_cst stores; a waiter that wants to sleep sets its armed flag
  * (seq_cst) and re-checks, a publisher loads every armed flag after publishing and wakes (hook)
  * those set: a Dekker pair, so no wake-up is lost.
  */
@@ -363,9 +369,11 @@ cohort_status_t shm_coll_start(shm_coll_t *co, const cohort_tp_coll_args_t *a)
     co->direct = 0;
     co->chain = chain_step(co->chain, a->tag);
     co->sb = a->coll == COHORT_TP_BROADCAST && co->n > 1 && co->bytes <= co->sb_max;
+    co->fb = co->n > 1 && ((a->coll == COHORT_TP_ALLREDUCE && co->bytes <= SB_INLINE) ||
+                           a->coll == COHORT_TP_BARRIER);
     switch (a->coll) {
     case COHORT_TP_ALLREDUCE: case COHORT_TP_REDUCE:
-        co->direct = co->bytes <= DIRECT_MAX && co->bytes <= co->round;
+        co->direct = !co->fb && co->bytes <= DIRECT_MAX && co->bytes <= co->round;
         co->unit = co->round;
         break;
     case COHORT_TP_REDUCE_SCATTER: case COHORT_TP_ALLTOALL:
@@ -397,8 +405,8 @@ cohort_status_t shm_coll_start(shm_coll_t *co, const cohort_tp_coll_args_t *a)
     }
     co->stream = 0;
     co->adapt_cls = -1;
-    if (!co->sb && !co->cma && !co->direct && co->bytes) choose_stores(co);
-    co->nrounds = co->bytes && !co->sb ? (co->bytes + co->unit - 1) / co->unit : 1;
+    if (!co->sb && !co->fb && !co->cma && !co->direct && co->bytes) choose_stores(co);
+    co->nrounds = co->bytes && !co->sb && !co->fb ? (co->bytes + co->unit - 1) / co->unit : 1;
     co->r = 0;
     co->t = ++co->step;
     co->phase = PH_A;
@@ -412,31 +420,48 @@ cohort_status_t shm_coll_start(shm_coll_t *co, const cohort_tp_coll_args_t *a)
 
 enum { CT_IN, CT_RED, CT_OUT, CT_SB };
 
-/* CT_SB: the step of rank j's small-lane entry for co->t, or else its in (a small broadcast's
- * readers wait for the root's entry itself: one cache line for data and flag, and none of the
- * root's control line, which it would otherwise take back from them for every broadcast; its in
- * is read only while the entry is not there, and says when the root is in another collective
- * at this step: a mismatch that check_tags reports) */
-static uint64_t load_ct(const shm_coll_t *co, int j, int which)
+/* Rank j's counter `which`, compared by the caller with step t. CT_IN and CT_SB both say
+ * whether j started step t: its in, or its small-lane entry for t (a step in the lane publishes
+ * only its entry). CT_IN looks at in first, CT_SB at the entry first (the readers of a step in
+ * the lane wait for the entry itself: one cache line for data and flag, and none of the peer's
+ * control line; its in is read only while the entry is not there, and says when the peer is in
+ * another collective at this step: a mismatch that check_tags reports). */
+static uint64_t load_ct(const shm_coll_t *co, int j, int which, uint64_t t)
 {
-    if (which == CT_SB) {
-        uint64_t s = atomic_load_explicit(&sb_of(co, j, co->t)->step, memory_order_acquire);
-        if (s >= co->t) return s;
-        which = CT_IN;
-    }
     rank_ctl_t *c = &co->ctl[j];
-    _Atomic uint64_t *p = which == CT_IN ? &c->in : which == CT_RED ? &c->red : &c->out;
-    return atomic_load_explicit(p, memory_order_acquire);
+    _Atomic uint64_t *e = &sb_of(co, j, t)->step;
+    uint64_t s, es;
+    switch (which) {
+    case CT_SB:
+        s = atomic_load_explicit(e, memory_order_acquire);
+        return s >= t ? s : atomic_load_explicit(&c->in, memory_order_acquire);
+    case CT_IN:
+        s = atomic_load_explicit(&c->in, memory_order_acquire);
+        if (s >= t) return s;
+        es = atomic_load_explicit(e, memory_order_acquire);
+        return es >= t ? es : s;
+    case CT_RED:
+        return atomic_load_explicit(&c->red, memory_order_acquire);
+    default:
+        return atomic_load_explicit(&c->out, memory_order_acquire);
+    }
 }
 
-/* in and red are waited for by sleepers: seq_cst store, then the armed flags (Dekker). out is
- * waited for only in phase D (the readers of a buffer in single-copy and mapped mode; phase A
- * waits for the next step's in instead), so elsewhere a release store is enough and saves the
- * fence on a line the peers are polling (~100 ns per collective). */
+int coll_started(const shm_coll_t *co, int j, uint64_t t)
+{
+    return load_ct(co, j, CT_IN, t) >= t;
+}
+
+/* in, red and a small-lane entry (CT_SB: our entry for step t) are waited for by sleepers:
+ * seq_cst store, then the armed flags (Dekker). out is waited for only in phase D (the readers
+ * of a buffer in single-copy and mapped mode; phase A waits for the next step's in instead), so
+ * elsewhere a release store is enough and saves the fence on a line the peers are polling
+ * (~100 ns per collective). */
 static void publish(shm_coll_t *co, int which, uint64_t t)
 {
     rank_ctl_t *c = &co->ctl[co->rank];
-    _Atomic uint64_t *p = which == CT_IN ? &c->in : which == CT_RED ? &c->red : &c->out;
+    _Atomic uint64_t *p = which == CT_SB ? &sb_of(co, co->rank, t)->step
+                          : which == CT_IN ? &c->in : which == CT_RED ? &c->red : &c->out;
     if (which == CT_OUT && !co->cma && !co->map_d) {
         atomic_store_explicit(p, t, memory_order_release);
         return;
@@ -454,12 +479,12 @@ static void publish(shm_coll_t *co, int which, uint64_t t)
 static int reached(shm_coll_t *co, int which, uint64_t t, int only)
 {
     if (only >= 0) {
-        if (load_ct(co, only, which) >= t) return 1;
+        if (load_ct(co, only, which, t) >= t) return 1;
         co->wait_peer = only;
         return 0;
     }
     for (int j = 0; j < co->n; j++)
-        if (j != co->rank && load_ct(co, j, which) < t) {
+        if (j != co->rank && load_ct(co, j, which, t) < t) {
             co->wait_peer = j;
             return 0;
         }
@@ -474,16 +499,17 @@ static int wait_cond(const shm_coll_t *co, int *which, uint64_t *t, int *only)
     case PH_A: {
         /* every rank done with the step that last used our slot (k steps ago), seen as its
          * start of the step after it: in is published with a wake-up, out mostly is not */
-        uint64_t k = co->sb ? SB_DEPTH : SHM_COLL_NSLOTS;
+        int lane = co->sb || co->fb;
+        uint64_t k = lane ? SB_DEPTH : SHM_COLL_NSLOTS;
         if (co->t <= k || co->t - k <= co->known_out) return 0;
         *which = CT_IN;
         /* a small broadcast's root that ran ahead so far waits until the others are half-way
          * behind, not one step: it then runs SB_DEPTH / 2 steps without reading their lines */
-        *t = co->sb ? co->t - SB_DEPTH / 2 : co->t - k + 1;
+        *t = lane ? co->t - SB_DEPTH / 2 : co->t - k + 1;
         return 1;
     }
     case PH_B:
-        *which = CT_IN;
+        *which = co->fb ? CT_SB : CT_IN;
         *t = co->t;
         if (co->a.coll == COHORT_TP_BROADCAST && (co->r > 0 || co->sb)) {
             if (co->rank == co->a.root) return 0;
@@ -525,14 +551,16 @@ static void stage(shm_coll_t *co)
     unsigned char *dst = slot_of(co, co->rank, co->t);
     const unsigned char *src = a->sendbuf;
     size_t off, len;
-    if (co->sb) {   /* our entry in the small lane; the root's carries the data */
+    if (co->sb || co->fb) {   /* our entry in the small lane (publish() stores its step) */
         sb_hdr_t *e = sb_of(co, co->rank, co->t);
-        e->lend = (uint64_t)co->sb_lend;   /* lent: the readers read our buffer itself */
-        if (co->rank == a->root && co->bytes && !co->sb_lend)
+        e->lend = (uint32_t)co->sb_lend;   /* lent: the readers read our buffer itself */
+        e->coll = (uint32_t)a->coll;
+        if (co->sb && co->rank == a->root && co->bytes && !co->sb_lend)
             put(sb_data(co, co->rank, co->t, co->bytes), a->recvbuf, co->bytes, 1);
+        if (co->fb && co->bytes)   /* an allreduce: our input, in the entry's own line */
+            memcpy(sb_data(co, co->rank, co->t, co->bytes), a->sendbuf, co->bytes);
         e->tag = a->tag;
         atomic_store_explicit(&e->chain, co->chain, memory_order_relaxed);   /* step publishes */
-        atomic_store_explicit(&e->step, co->t, memory_order_release);
         return;
     }
     if (co->map_try) {   /* the first round says whether peers may read our buffers in place */
@@ -595,6 +623,19 @@ static void reduce_all(shm_coll_t *co, void *out, size_t at, size_t len)
         for (int j = 2; j < co->n; j++)
             co->host->reduce(out, slot_of(co, j, co->t) + at, cnt, a->dtype, a->op);
     }
+    co->host->reduce_finish(out, cnt, a->dtype, a->op, co->n);
+}
+
+/* A small allreduce in the lane: out = the entries' inputs for step t, in rank order. */
+static void reduce_lane(shm_coll_t *co, void *out)
+{
+    const cohort_tp_coll_args_t *a = &co->a;
+    size_t cnt = co->bytes / co->esize;
+    if (!cnt) return;
+    co->host->reduce3(out, sb_data(co, 0, co->t, co->bytes), sb_data(co, 1, co->t, co->bytes),
+                      cnt, a->dtype, a->op);
+    for (int j = 2; j < co->n; j++)
+        co->host->reduce(out, sb_data(co, j, co->t, co->bytes), cnt, a->dtype, a->op);
     co->host->reduce_finish(out, cnt, a->dtype, a->op, co->n);
 }
 
@@ -663,6 +704,10 @@ static int compute(shm_coll_t *co)
     const cohort_tp_coll_args_t *a = &co->a;
     unsigned char *rb = a->recvbuf;
     size_t off, len;
+    if (co->fb) {   /* a small allreduce (or a barrier: nothing to compute) */
+        if (a->coll == COHORT_TP_ALLREDUCE) reduce_lane(co, rb);
+        return 0;
+    }
     switch (a->coll) {
     case COHORT_TP_ALLREDUCE: case COHORT_TP_REDUCE:
         span(co, co->bytes, &off, &len);
@@ -731,8 +776,8 @@ static void copy_result(shm_coll_t *co)
     memcpy(rb + at + slen, res + at + slen, len - at - slen);
 }
 
-/* Compares the tags and histories of the ranks whose in >= t we saw: every rank, or in a small
- * broadcast only its root (which itself compares nothing). */
+/* Compares the tags and histories of the ranks that we saw start step t: every rank, or in a
+ * small broadcast only its root (which itself compares nothing). */
 static cohort_status_t check_tags(shm_coll_t *co)
 {
     uint64_t mine = co->a.tag;
@@ -740,23 +785,27 @@ static cohort_status_t check_tags(shm_coll_t *co)
     for (int j = 0; j < co->n; j++) {
         if (j == co->rank || (co->sb && j != co->a.root)) continue;
         /* rank j's step t ran in the small lane if its entry for t says so (it is not rewritten
-         * before we publish out = t) */
+         * while we are at step t) */
         const sb_hdr_t *e = sb_of(co, j, co->t);
         int small = atomic_load_explicit(&e->step, memory_order_acquire) == co->t;
         uint64_t theirs = small ? e->tag : co->ctl[j].tag[co->t % SHM_COLL_NSLOTS];
         uint64_t chain = atomic_load_explicit(small ? &e->chain
                                               : &co->ctl[j].chain[co->t % SHM_COLL_NSLOTS],
                                               memory_order_relaxed);   /* after step/in's acquire */
-        if (theirs != mine || (co->sb && !small))
+        /* a step in the lane says which collective it is (a staged one only its tag) */
+        int kind = small ? (int)e->coll : -1;
+        if (theirs != mine || ((co->sb || co->fb) && !small))
             return co->host->error(COHORT_ERR_MISMATCH, "shm: rank %d is in %s #%llu (tag "
-                                   "%016llx) but rank %d started collective #%llu with a "
+                                   "%016llx) but rank %d started %s #%llu with a "
                                    "different signature (tag %016llx%s): the ranks called "
                                    "different collectives, counts, dtypes, ops or roots",
                                    co->rank, coll_name(co->a.coll),
                                    (unsigned long long)(mine >> 32), (unsigned long long)mine,
-                                   j, (unsigned long long)(theirs >> 32),
+                                   j, kind >= 0 ? coll_name(kind) : "collective",
+                                   (unsigned long long)(theirs >> 32),
                                    (unsigned long long)theirs,
-                                   co->sb && !small ? ", not a broadcast from it" : "");
+                                   co->sb && kind != COHORT_TP_BROADCAST
+                                       ? ", not a broadcast from it" : "");
         if (chain != co->chain)
             return co->host->error(COHORT_ERR_MISMATCH, "shm: rank %d is in %s #%llu like rank "
                                    "%d, but their earlier collectives differ: a broadcast of at "
@@ -819,7 +868,7 @@ cohort_status_t shm_coll_advance(shm_coll_t *co, int *moved, int *waiting_on)
         switch (co->phase) {
         case PH_A:
             stage(co);
-            publish(co, CT_IN, co->t);
+            publish(co, co->sb || co->fb ? CT_SB : CT_IN, co->t);
             if (co->cma && co->a.coll == COHORT_TP_ALLGATHER) {
                 /* our own block, while the peers get here and start reading ours */
                 unsigned char *dst = (unsigned char *)co->a.recvbuf + (size_t)co->rank * co->bytes;
@@ -876,7 +925,8 @@ cohort_status_t shm_coll_advance(shm_coll_t *co, int *moved, int *waiting_on)
                 publish(co, CT_RED, co->t);
                 co->phase = PH_C;
             } else {
-                publish(co, CT_OUT, co->t);
+                /* in the lane nobody waits for our out, unless we lent our buffer */
+                if (!(co->sb || co->fb) || co->sb_lend) publish(co, CT_OUT, co->t);
                 if (co->sb_lend) co->phase = PH_D;   /* our buffer is lent: wait for its readers */
                 else if (!next_round(co)) return COHORT_SUCCESS;
             }
@@ -910,9 +960,9 @@ int shm_coll_movable(const shm_coll_t *co)
     int which, only;
     uint64_t t;
     if (!wait_cond(co, &which, &t, &only)) return 1;
-    if (only >= 0) return load_ct(co, only, which) >= t;
+    if (only >= 0) return load_ct(co, only, which, t) >= t;
     for (int j = 0; j < co->n; j++)
-        if (j != co->rank && load_ct(co, j, which) < t) return 0;
+        if (j != co->rank && load_ct(co, j, which, t) < t) return 0;
     return 1;
 }
 

@@ -124,11 +124,11 @@ static int fin_peer(const shm_coll_t *co, int j)
     uint32_t f = atomic_load_explicit(&c->fin, memory_order_acquire);   /* then its record */
     if (f == FIN_BROKEN) return PF_BROKEN;
     if (f == FIN_DONE) return c->fin_chain == co->chain ? PF_SAME : PF_DIFF;
-    uint64_t t = co->step, in = atomic_load_explicit(&c->in, memory_order_acquire);
-    if (in < t) return PF_WAIT;
-    if (in > t) return PF_AHEAD;   /* it started a collective that we never did */
+    uint64_t t = co->step;
+    if (!coll_started(co, j, t)) return PF_WAIT;
+    if (coll_started(co, j, t + 1)) return PF_AHEAD;   /* it started a collective we never did */
     if (t == 0) return PF_SAME;
-    /* its history at step t, published before its in = t (acquire above); like check_tags.
+    /* its history at step t, published before it started step t (acquire); like check_tags.
      * A peer that ran ahead since may be rewriting the slot: then what we read is a later
      * history, which differs from ours as the peer's does */
     const sb_hdr_t *e = sb_of(co, j, t);

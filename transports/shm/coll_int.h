@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define AREA_MAGIC 0x636f686f7274434cull   /* "cohortCL" */
-#define AREA_VERSION 5u           /* 5: the history line's fin record */
+#define AREA_VERSION 6u           /* 6: steps in the small lane publish their entry, not in */
 #define AREA_PAGE ((size_t)4096)
 #define LINE 64
 #define DIRECT_MAX ((size_t)16 << 10)       /* allreduce/reduce up to this: one round */
@@ -88,13 +88,16 @@ _Static_assert(offsetof(rank_ctl_t, chain) == 3 * LINE &&
                "the fin record fills the history line after the slots' histories");
 
 /* A small-lane entry's header (each rank has SB_DEPTH, used by step % SB_DEPTH): written by
- * its rank in phase A of a small broadcast's step; the root's data follows it (sb_data). */
+ * its rank in phase A of a step in the lane; the data follows it (sb_data): a small
+ * broadcast's root's, or each rank's own input of a small allreduce. */
 typedef struct sb_hdr {
-    _Atomic uint64_t step;         /* stored last (release): the entry is for this step */
+    _Atomic uint64_t step;         /* stored last (seq_cst, then the peers' armed flags are
+                                      loaded): the entry is for this step */
     uint64_t tag;
     _Atomic uint64_t chain;        /* relaxed, as rank_ctl_t.chain (and for the same reason) */
-    uint64_t lend;                 /* 1: the data is not here, read the root's buffer in place
+    uint32_t lend;                 /* 1: the data is not here, read the root's buffer in place
                                       (rfd, rid, roff of its control line) */
+    uint32_t coll;                 /* the collective (COHORT_TP_*), for the messages */
 } sb_hdr_t;
 
 _Static_assert(sizeof(sb_hdr_t) == SB_HDR, "small-lane header");
@@ -139,6 +142,8 @@ struct shm_coll {
     uint64_t t;
     int phase, direct, cma;
     int sb;                        /* a small broadcast: one step in the small lane */
+    int fb;                        /* an allreduce of at most SB_INLINE bytes or a barrier: one
+                                      step in the small lane, every rank's data in its entry */
     int sb_lend;                   /* its root lends its buffer (and waits for the readers) */
     size_t sb_max;                 /* coll_sb_max(n) */
     int all_cma;                   /* -1 unknown; else whether EVERY rank can read its peers */
@@ -185,6 +190,7 @@ static inline unsigned char *sb_data(const shm_coll_t *co, int rank, uint64_t t,
 
 /* coll.c: the engine */
 const char *coll_name(int c);
+int coll_started(const shm_coll_t *co, int j, uint64_t t);
 void coll_reduce_from(shm_coll_t *co, void *out, const void *own,
                       const unsigned char *const *src, size_t at, size_t len);
 void coll_my_slice(const shm_coll_t *co, size_t len, size_t *at, size_t *slen);
