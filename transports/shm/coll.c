@@ -58,8 +58,9 @@
  * copy the data out. Allreduces of up to SB_INLINE bytes and barriers take one step in the lane
  * too: every rank writes its input into its own entry, in the line that holds the entry's tag,
  * history and step, and waits for every peer's entry, then reduces the entries in rank order.
- * That is one cache line each way per pair of ranks (the staged path moves four: control line,
- * history line, slot and the peer's control line again for out), and no control line is written.
+ * That is one cache line each way per pair of ranks (a staged round reads four or five of each
+ * peer's lines: control line, history line, slot, the entry that says the step was not in the
+ * lane, and the control line again after out), and no control line is written.
  * A step in the lane publishes its entry instead of in: a rank has started step t when its in
  * or its entry for t says so (coll_started), which is how every wait for a peer's in reads it. A root can so run up to SB_DEPTH broadcasts ahead of the slowest reader, as Open MPI's
  * roots, which drop small messages into their peers' queues, never wait either (docs/
