@@ -73,7 +73,8 @@
  *     that leaves instead (the peer hook says it is gone: not compared, no wait); one that
  *     starts it only after the others gave up waiting (short deadline: they log that they did
  *     not compare, and it compares with what they left); a root that ran one broadcast more
- *     than its reader (both fail: one called collectives that the other did not); a reader
+ *     than its reader (both fail: one called collectives that the other did not; or, when the
+ *     reader closed before the root started it, only the root, at its close); a reader
  *     that failed with another count (no one else fails); a reader that closes only after the
  *     others (they compare with what it published at the last step, and do not wait).
  */
@@ -1870,10 +1871,13 @@ static int await_flag(rank_ctx_t *c, _Atomic int *flag, int want, const char *wh
 
 /* (12) at close, after three good collectives; then a last small broadcast from rank 0, but:
  * variant 1, each rank is its root; 3, rank 2 leaves instead (the peer hook says so); 5, rank 0
- * broadcasts twice; 6, rank 1 reads with another count (and fails). Variant 2: rank 2 starts the
- * broadcast once rank 0 waits for it at close; 4: rank 2 starts it once the others gave up
- * waiting for it (their deadline 200 ms); 7: rank 2 closes only once the others did (they
- * compare with its record of the last step, without waiting for its fin). */
+ * broadcasts twice, and rank 1 closes once the second one returned; 8, the same, but rank 0
+ * starts its second broadcast only once rank 1's close returned (rank 1 found rank 0 at its
+ * last step with its history and did not wait: only rank 0 can tell); 6, rank 1 reads with
+ * another count (and fails). Variant 2: rank 2 starts the broadcast once rank 0 waits for it at
+ * close; 4: rank 2 starts it once the others gave up waiting for it (their deadline 200 ms); 7:
+ * rank 2 closes only once the others did (they compare with its record of the last step,
+ * without waiting for its fin). */
 static int script_finish(rank_ctx_t *c)
 {
     world_t *w = c->w;
@@ -1898,9 +1902,16 @@ static int script_finish(rank_ctx_t *c)
     int root = v == 1 ? r : 0;
     size_t count = v == 6 && r == 1 ? 3 : 2;
     cohort_status_t st = raw_coll(c, COHORT_TP_BROADCAST, count, root, rb, msg, sizeof msg);
-    if (st == COHORT_SUCCESS && v == 5 && r == 0)
+    if (st == COHORT_SUCCESS && (v == 5 || v == 8) && r == 0) {
+        /* the root's broadcast returns at once: without an order, rank 1 could close before
+         * or after rank 0 started the second one (each has its own variant) */
+        if (v == 8 && await_flag(c, &w->fin_returned, 1, "rank 1's finish")) return -1;
         st = raw_coll(c, COHORT_TP_BROADCAST, 2, 0, rb, msg, sizeof msg);
+        atomic_store(&w->go, 1);
+    }
     if (st == DRIVE_STOPPED) return -1;
+    if (v == 5 && r == 1 && await_flag(c, &w->go, 1, "rank 0's second broadcast"))
+        return -1;
     if (st != (v == 6 && r == 1 ? COHORT_ERR_MISMATCH : COHORT_SUCCESS))
         return rfail(c, "variant %d: the last broadcast: status %d (%s)", v, (int)st, msg);
     if (st == COHORT_SUCCESS && r != root && (rb[0] != 1000 || rb[1] != 1001))
@@ -2414,13 +2425,13 @@ END_TEST
 /* (12) _i: the variant of script_finish */
 START_TEST(test_finish)
 {
-    int n = _i == 0 || _i == 5 ? 2 : 3;
+    int n = _i == 0 || _i == 5 || _i == 8 ? 2 : 3;
     world_t *w = new_world(n, shm_coll_round(n, 4096), MODE_FINISH);
     w->variant = _i;
     run_world(w, "at close");
     for (int r = 0; r < n; r++) {
         const rank_out_t *o = &w->out[r];
-        int fails = _i == 1 || _i == 5;
+        int fails = _i == 1 || _i == 5 || (_i == 8 && r == 0);
         ck_assert_msg(o->st_fin == (fails ? COHORT_ERR_MISMATCH : COHORT_SUCCESS),
                       "variant %d: rank %d's finish: status %d (%s)", _i, r, (int)o->st_fin,
                       o->msg_fin);
@@ -2440,11 +2451,11 @@ START_TEST(test_finish)
                           "does not name its call ('%s') and the roots: '%s'", r, want,
                           o->msg_fin);
         }
-        if (_i == 5)
+        if (_i == 5 || (_i == 8 && r == 0))
             ck_assert_msg(strstr(o->msg_fin, "broadcast #4 (count 2, int32, root 0)") &&
                           strstr(o->msg_fin, "broadcast #5 (count 2, int32, root 0)") &&
                           strstr(o->msg_fin, "called collectives that others did not"),
-                          "variant 5: rank %d does not name both last calls: '%s'", r,
+                          "variant %d: rank %d does not name both last calls: '%s'", _i, r,
                           o->msg_fin);
         /* who was not compared: in 3 the rank that left (seen as gone, not waited for until
          * the deadline), in 4 the late one, on the others */
@@ -2479,7 +2490,7 @@ static Suite *coll_suite(void)
     tcase_add_loop_test(tc, test_sb_ahead, 0, 3);
     tcase_add_loop_test(tc, test_sb_stress, 0, 4);
     tcase_add_loop_test(tc, test_sb_mismatch, 0, 5);
-    tcase_add_loop_test(tc, test_finish, 0, 8);
+    tcase_add_loop_test(tc, test_finish, 0, 9);
     tcase_add_loop_test(tc, test_lane, 0, 8);
     suite_add_tcase(s, tc);
 
