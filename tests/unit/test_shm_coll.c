@@ -1671,8 +1671,7 @@ static int script_lane(rank_ctx_t *c)
             sp.dt = DTYPES[v % 4];
             sp.op = OPS[(i / 4) % 3];
             size_t per = LANE_BYTES / esz(sp.dt);
-            static const int delta[] = { -1, 0, 1 };
-            sp.count = per + (size_t)(ptrdiff_t)delta[(v / 4) % 3];
+            sp.count = per - 1 + (size_t)(v / 4) % 3;   /* one under, at, one over the lane */
             if (i % 5 == 0) sp.count = 1;
             sp.inplace = (i / 3) & 1;
             sp.nullrecv = 0;

@@ -610,34 +610,35 @@ static void stage(shm_coll_t *co)
     set_tag(co);
 }
 
-/* out = in_0 OP in_1 OP ... in_{n-1}, each in_j at slot(j) + at, len bytes (rank order). */
-static void reduce_all(shm_coll_t *co, void *out, size_t at, size_t len)
+/* out = src[0] + at OP src[1] + at OP ... src[n-1] + at, len bytes, in rank order on every
+ * rank, so that every rank gets bit-identical results. */
+static void reduce_ordered(shm_coll_t *co, void *out, const unsigned char *const *src, size_t at,
+                           size_t len)
 {
     const cohort_tp_coll_args_t *a = &co->a;
     size_t cnt = len / co->esize;
     if (!cnt) return;
     if (co->n == 1) {
-        memcpy(out, slot_of(co, 0, co->t) + at, len);
+        memcpy(out, src[0] + at, len);
     } else {
-        co->host->reduce3(out, slot_of(co, 0, co->t) + at, slot_of(co, 1, co->t) + at, cnt,
-                          a->dtype, a->op);
-        for (int j = 2; j < co->n; j++)
-            co->host->reduce(out, slot_of(co, j, co->t) + at, cnt, a->dtype, a->op);
+        co->host->reduce3(out, src[0] + at, src[1] + at, cnt, a->dtype, a->op);
+        for (int j = 2; j < co->n; j++) co->host->reduce(out, src[j] + at, cnt, a->dtype, a->op);
     }
     co->host->reduce_finish(out, cnt, a->dtype, a->op, co->n);
 }
 
-/* A small allreduce in the lane: out = the entries' inputs for step t, in rank order. */
+/* A direct reduction: every rank's staged input for step t. */
+static void reduce_all(shm_coll_t *co, void *out, size_t at, size_t len)
+{
+    for (int j = 0; j < co->n; j++) co->srcs[j] = slot_of(co, j, co->t);
+    reduce_ordered(co, out, co->srcs, at, len);
+}
+
+/* A small allreduce in the lane: the entries' inputs for step t. */
 static void reduce_lane(shm_coll_t *co, void *out)
 {
-    const cohort_tp_coll_args_t *a = &co->a;
-    size_t cnt = co->bytes / co->esize;
-    if (!cnt) return;
-    co->host->reduce3(out, sb_data(co, 0, co->t, co->bytes), sb_data(co, 1, co->t, co->bytes),
-                      cnt, a->dtype, a->op);
-    for (int j = 2; j < co->n; j++)
-        co->host->reduce(out, sb_data(co, j, co->t, co->bytes), cnt, a->dtype, a->op);
-    co->host->reduce_finish(out, cnt, a->dtype, a->op, co->n);
+    for (int j = 0; j < co->n; j++) co->srcs[j] = sb_data(co, j, co->t, co->bytes);
+    reduce_ordered(co, out, co->srcs, 0, co->bytes);
 }
 
 /* out = own OP the others' inputs src[j] + at, len bytes: own first, then the others in rank
