@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,11 @@
 
 #define REQ_MAGIC 0x434f484f52524551ull   /* "COHORREQ" */
 #define REQ_DEAD 0xdeadbeefdeadbeefull
+/* Completed requests are kept for reuse, up to this many per communicator: a burst of
+ * non-blocking calls then allocates nothing, where a fresh calloc per call grew the heap and
+ * glibc gave it back to the kernel after every burst, so each burst faulted the pages in again
+ * (docs/performance-log.md, "Non-blocking calls without page faults"). */
+#define REQ_SPARE_MAX 4096
 
 enum {
     R_FUSABLE = 1,    /* a non-blocking allreduce outside a group: the queue may fuse it */
@@ -44,7 +50,8 @@ struct cohort_request {
     int nmembers;
     int done;                         /* under the engine's lock */
     cohort_status_t st;
-    char msg[1024];                   /* the error's message, from the thread that ran it */
+    char *msg;                        /* the error's message, from the thread that ran it (heap) */
+    uint64_t wmark;                   /* the cohort_waitall call that last looked at it */
 };
 
 typedef struct cohort_engine {
@@ -52,6 +59,8 @@ typedef struct cohort_engine {
     pthread_cond_t work;              /* the progress thread waits here for a request */
     pthread_cond_t done;              /* waiters wait here for completions */
     cohort_request_t *head, *tail;    /* queued, not started */
+    cohort_request_t *spare, *spare_tail; /* completed ones for reuse (oldest first), nspare */
+    unsigned nspare;
     unsigned pending;                 /* queue entries queued or running */
     unsigned live;                    /* issued, not yet completed by test/wait */
     int running;                      /* a thread is running a request */
@@ -77,6 +86,14 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The request's error message; without memory for it, a fixed one (the status still says what
+ * failed). */
+static void set_msg(cohort_request_t *r, const char *msg)
+{
+    free(r->msg);
+    r->msg = strdup(msg);
+}
+
 /* Marks r complete (a batch: each member) and frees a batch's container; lock held. */
 static void complete(cohort_engine_t *e, cohort_request_t *r, cohort_status_t st,
                      const char *msg)
@@ -87,7 +104,7 @@ static void complete(cohort_engine_t *e, cohort_request_t *r, cohort_status_t st
     uint64_t now = cohort_timeline_on(r->comm ? r->comm : m[0]->comm) ? now_ns() : 0;
     for (int i = 0; i < n; i++) {
         m[i]->st = st;
-        if (st) snprintf(m[i]->msg, sizeof m[i]->msg, "%s", msg);
+        if (st) set_msg(m[i], msg);
         m[i]->done = 1;
         if (now) {
             /* the request's life on the timeline, from issue to completion */
@@ -449,7 +466,18 @@ cohort_status_t cohort_engine_submit(cohort_comm_t *comm, const cohort_coll_args
     cohort_engine_t *e = NULL;
     cohort_status_t st = engine_get(comm, &e);
     if (st) return st;
-    cohort_request_t *r = calloc(1, sizeof *r);
+    /* the oldest spare, so that a handle the application already completed is reused last and
+     * is reported as such (check_req) for as long as possible */
+    pthread_mutex_lock(&e->mu);
+    cohort_request_t *r = e->spare;
+    if (r) {
+        e->spare = r->next;
+        if (!e->spare) e->spare_tail = NULL;
+        e->nspare--;
+    }
+    pthread_mutex_unlock(&e->mu);
+    if (r) memset(r, 0, sizeof *r);
+    else r = calloc(1, sizeof *r);
     int n = comm->nranks, nv = a->coll == COHORT_COLL_ALLTOALLV ? 4
                                : a->coll == COHORT_COLL_ALLGATHERV ? 2 : 0;
     size_t *arr = nv ? malloc((size_t)nv * (size_t)n * sizeof *arr) : NULL;
@@ -566,6 +594,10 @@ void cohort_engine_free(cohort_comm_t *comm)
     pthread_cond_destroy(&e->done);
     pthread_mutex_destroy(&e->mu);
     cohort_mem_free(e->fbuf);
+    for (cohort_request_t *r = e->spare, *next; r; r = next) {
+        next = r->next;
+        free(r);
+    }
     free(e);
     comm->engine = NULL;
 }
@@ -645,7 +677,7 @@ cohort_status_t cohort_engine_group_end(cohort_comm_t *comm)
         for (cohort_request_t *q = e->ghead, *next; q; q = next) {
             next = q->next;
             q->st = st;
-            snprintf(q->msg, sizeof q->msg, "%s", cohort_last_error());
+            set_msg(q, cohort_last_error());
             q->done = 1;
             if (q->flags & R_BLOCKING) finish(e, q, NULL, 0);
         }
@@ -706,11 +738,22 @@ static cohort_status_t check_req(const cohort_request_t *r, const char *fn)
 static cohort_status_t finish(cohort_engine_t *e, cohort_request_t *r, char *msg, size_t len)
 {
     cohort_status_t st = r->st;
-    if (st && msg) snprintf(msg, len, "%s", r->msg);
+    if (st && msg) snprintf(msg, len, "%s", r->msg ? r->msg : "(no memory was left for the message)");
     e->live--;
     r->magic = REQ_DEAD;
     free(r->arrays);
-    free(r);
+    r->arrays = NULL;
+    free(r->msg);
+    r->msg = NULL;
+    if (e->nspare < REQ_SPARE_MAX) {
+        r->next = NULL;
+        if (e->spare_tail) e->spare_tail->next = r;
+        else e->spare = r;
+        e->spare_tail = r;
+        e->nspare++;
+    } else {
+        free(r);
+    }
     return st;
 }
 
@@ -768,16 +811,23 @@ cohort_status_t cohort_waitall(size_t n, cohort_request_t **reqs, cohort_status_
 {
     if (n && !reqs) return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_waitall: reqs is NULL "
                                         "with n = %zu", n);
+    /* a duplicate is found by marking each request with this call's number (a pairwise
+     * comparison cost 2 ms for 2000 requests) */
+    static _Atomic uint64_t calls;
+    uint64_t mark = atomic_fetch_add_explicit(&calls, 1, memory_order_relaxed) + 1;
     for (size_t i = 0; i < n; i++) {
         cohort_status_t st = check_req(reqs[i], "cohort_waitall");
         if (st) {
             cohort_error_prefix("cohort_waitall: reqs[%zu]", i);
             return st;
         }
-        for (size_t j = 0; j < i; j++)
-            if (reqs[j] == reqs[i])
-                return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_waitall: reqs[%zu] and "
-                                    "reqs[%zu] are the same request", j, i);
+        if (reqs[i]->wmark == mark) {
+            size_t j = 0;
+            while (reqs[j] != reqs[i]) j++;
+            return cohort_error(COHORT_ERR_INVALID_ARG, "cohort_waitall: reqs[%zu] and "
+                                "reqs[%zu] are the same request", j, i);
+        }
+        reqs[i]->wmark = mark;
     }
     cohort_status_t first = COHORT_SUCCESS;
     char msg[1024] = "", one[1024];

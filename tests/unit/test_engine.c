@@ -221,6 +221,43 @@ START_TEST(request_misuse)
     EXPECT_STATUS(cohort_wait((cohort_request_t *)junk), COHORT_ERR_INVALID_ARG,
                   "not a live request");
     EXPECT_OK(cohort_wait(r));
+    /* a completed request is kept for reuse, so a second wait on it is reported, not read
+     * from freed memory */
+    EXPECT_STATUS(cohort_wait(r), COHORT_ERR_INVALID_ARG, "not a live request",
+                  "completed and was freed");
+    /* the same request twice in a waitall, apart: named by both positions, nothing waited */
+    cohort_request_t *three[4];
+    for (int i = 0; i < 3; i++) EXPECT_OK(cohort_ibarrier(c, &three[i]));
+    three[3] = three[1];
+    EXPECT_STATUS(cohort_waitall(4, three, NULL), COHORT_ERR_INVALID_ARG,
+                  "reqs[1] and reqs[3] are the same request");
+    EXPECT_OK(cohort_waitall(3, three, NULL));
+    for (int i = 0; i < 3; i++) ck_assert_ptr_null(three[i]);
+    EXPECT_OK(cohort_comm_destroy(c));
+}
+END_TEST
+
+/* Requests are reused once completed: bursts of more requests than the one before, completed
+ * newest first, each with its own result. */
+START_TEST(request_reuse)
+{
+    cohort_comm_t *c = one_rank("thread");
+    enum { MAX = 300 };
+    static float in[MAX][3], out[MAX][3];
+    cohort_request_t *q[MAX];
+    for (int burst = 0; burst < 6; burst++) {
+        int n = 50 * (burst + 1);
+        for (int i = 0; i < n; i++) {
+            for (int k = 0; k < 3; k++) {
+                in[i][k] = (float)(burst * 1000 + i * 3 + k);
+                out[i][k] = -1;
+            }
+            EXPECT_OK(cohort_iallreduce(c, in[i], out[i], 3, COHORT_FLOAT32, COHORT_SUM, &q[i]));
+        }
+        for (int i = n - 1; i >= 0; i--) EXPECT_OK(cohort_wait(q[i]));
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < 3; k++) ck_assert_float_eq(out[i][k], in[i][k]);
+    }
     EXPECT_OK(cohort_comm_destroy(c));
 }
 END_TEST
@@ -283,6 +320,7 @@ int main(void)
     tcase_add_loop_test(tc, abort_races_the_queue, 0, 20);
     tcase_add_test(tc, destroy_with_requests_outstanding);
     tcase_add_test(tc, request_misuse);
+    tcase_add_test(tc, request_reuse);
     suite_add_tcase(s, tc);
     TCase *tp = tcase_create("fusion planning");
     tcase_add_test(tp, plan_interleaved_dtypes);
