@@ -6,9 +6,11 @@
  * CI also runs it under ThreadSanitizer. (Many ranks: tests/mp/test_nonblocking.sh.) */
 #include <check.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cohort/cohort.h"
 #include "core/fusion.h"
@@ -19,6 +21,13 @@ static int oob_self(const void *s, void *r, size_t n, void *ctx)
     (void)ctx;
     memcpy(r, s, n);
     return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static cohort_comm_t *one_rank(const char *progress)
@@ -237,6 +246,42 @@ START_TEST(request_misuse)
 }
 END_TEST
 
+/* In thread mode a request completes with nobody waiting for it (cohort_test runs nothing
+ * there), also when the one issued before it was just waited for: the progress thread, not the
+ * waiter, carries the queue on. */
+START_TEST(waiter_hands_back)
+{
+    cohort_comm_t *c = one_rank("thread");
+    static int32_t in[2][64], out[2][64];
+    for (int round = 0; round < 10000; round++) {
+        cohort_request_t *q[2];
+        for (int i = 0; i < 2; i++) {
+            for (int k = 0; k < 64; k++) {
+                in[i][k] = round * 100 + i * 10 + k;
+                out[i][k] = -1;
+            }
+            /* different dtypes: never fused into one batch */
+            EXPECT_OK(cohort_iallreduce(c, in[i], out[i], 64, i ? COHORT_INT32 : COHORT_UINT32,
+                                        COHORT_SUM, &q[i]));
+        }
+        EXPECT_OK(cohort_wait(q[0]));
+        int done = 0;
+        double t0 = now_s();
+        while (!done) {
+            EXPECT_OK(cohort_test(q[1], &done));
+            if (!done) {
+                ck_assert_msg(now_s() - t0 < 30, "round %d: the second request never completed "
+                              "once the first one's waiter returned", round);
+                sched_yield();
+            }
+        }
+        for (int i = 0; i < 2; i++)
+            for (int k = 0; k < 64; k++) ck_assert_int_eq(out[i][k], in[i][k]);
+    }
+    EXPECT_OK(cohort_comm_destroy(c));
+}
+END_TEST
+
 /* Requests are reused once completed: bursts of more requests than the one before, completed
  * newest first, each with its own result. */
 START_TEST(request_reuse)
@@ -321,6 +366,7 @@ int main(void)
     tcase_add_test(tc, destroy_with_requests_outstanding);
     tcase_add_test(tc, request_misuse);
     tcase_add_test(tc, request_reuse);
+    tcase_add_test(tc, waiter_hands_back);
     suite_add_tcase(s, tc);
     TCase *tp = tcase_create("fusion planning");
     tcase_add_test(tp, plan_interleaved_dtypes);
