@@ -44,7 +44,9 @@ static const cohort_setting_t core_settings[] = {
       "outnumber cores every fruitless poll also yields the core", NUM(0, 100000000) },
     { "COHORT_SPIN_US", "500",
       "and microseconds it keeps polling before it sleeps, when every local rank has a core "
-      "(waking a sleeping vCPU costs 20-50 us here); ignored when ranks outnumber cores",
+      "(waking a sleeping vCPU costs 20-50 us here); also how long the non-blocking engine's "
+      "threads poll for each other before they sleep when each of them has a core; ignored "
+      "when ranks outnumber cores",
       NUM(0, 10000000) },
     { "COHORT_TIMEOUT", "300",
       "seconds a blocking wait (bootstrap, connection, collective) may stall before it fails",

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The request engine (core/engine.h): a queue per communicator, run in issue order by a
  * progress thread or by the callers of test/wait. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE   /* PTHREAD_MUTEX_ADAPTIVE_NP */
+#endif
 #include "core/engine.h"
 #include "core/comm.h"
 #include "core/config.h"
@@ -48,7 +51,7 @@ struct cohort_request {
     uint64_t t_issue;                 /* when it was issued (COHORT_CYCLE_TIME, the timeline) */
     struct cohort_request **members;  /* R_INTERNAL: the batch, in issue order */
     int nmembers;
-    int done;                         /* under the engine's lock */
+    atomic_uint done;                 /* set under the engine's lock, read by spinning waiters */
     cohort_status_t st;
     char *msg;                        /* the error's message, from the thread that ran it (heap) */
     uint64_t wmark;                   /* the cohort_waitall call that last looked at it */
@@ -61,6 +64,8 @@ typedef struct cohort_engine {
     cohort_request_t *head, *tail;    /* queued, not started */
     cohort_request_t *spare, *spare_tail; /* completed ones for reuse (oldest first), nspare */
     unsigned nspare;
+    atomic_uint kicks;                /* bumped by every submit and by stop: a spinning progress
+                                       * thread watches it instead of sleeping (spin_while) */
     unsigned pending;                 /* queue entries queued or running */
     unsigned live;                    /* issued, not yet completed by test/wait */
     int running;                      /* a thread is running a request */
@@ -105,7 +110,7 @@ static void complete(cohort_engine_t *e, cohort_request_t *r, cohort_status_t st
     for (int i = 0; i < n; i++) {
         m[i]->st = st;
         if (st) set_msg(m[i], msg);
-        m[i]->done = 1;
+        atomic_store_explicit(&m[i]->done, 1u, memory_order_release);
         if (now) {
             /* the request's life on the timeline, from issue to completion */
             char call[96], args[256];
@@ -389,15 +394,61 @@ static void run_one(cohort_engine_t *e, cohort_comm_t *comm)
     pthread_cond_broadcast(&e->done);   /* drain waits for running too */
 }
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Whether the engine's threads may spin before they sleep: only when every thread of every rank
+ * on the node has a core (comm->oversubscribed also counts the progress threads), as the
+ * transports' waits (core/p2p.c). Spinning catches a hand-off between the application's thread
+ * and the progress thread in well under a microsecond, where a sleeping thread's wake-up costs
+ * several (docs/performance-log.md, "Hand-offs without wake-ups"). */
+static int may_spin(const cohort_comm_t *comm)
+{
+    return !comm->oversubscribed && comm->spin_ns;
+}
+
+/* Spins, lock released, while *w == v, for up to COHORT_SPIN_US; returns with the lock held.
+ * Whatever changes *w does so under the lock, so the caller re-checks its condition and then
+ * sleeps on a condition variable without missing a signal. */
+static void spin_while(cohort_engine_t *e, const cohort_comm_t *comm, atomic_uint *w, unsigned v)
+{
+    pthread_mutex_unlock(&e->mu);
+    uint64_t until = now_ns() + comm->spin_ns;
+    for (unsigned i = 1; atomic_load_explicit(w, memory_order_acquire) == v; i++) {
+        cpu_relax();
+        if (i % 32 == 0) {
+            if (now_ns() >= until) break;
+            /* the node may be busy with more than cohort's threads (which may_spin counts):
+             * whatever else waits for this core gets it, as in core/p2p.c's waits */
+            sched_yield();
+        }
+    }
+    pthread_mutex_lock(&e->mu);
+}
+
 static void *progress_thread(void *arg)
 {
     cohort_comm_t *comm = arg;
     cohort_engine_t *e = comm->engine;
     pthread_mutex_lock(&e->mu);
     for (;;) {
-        while (!e->stop && !e->head) pthread_cond_wait(&e->work, &e->mu);
-        if (!e->head) break;   /* stop, and nothing left */
-        run_one(e, comm);
+        if (e->head) {
+            run_one(e, comm);
+            continue;
+        }
+        if (e->stop) break;   /* and nothing left */
+        if (may_spin(comm)) {
+            /* the next call often comes right away: catch it without a wake-up (spin_while) */
+            spin_while(e, comm, &e->kicks, atomic_load_explicit(&e->kicks, memory_order_relaxed));
+            if (e->head || e->stop) continue;
+        }
+        pthread_cond_wait(&e->work, &e->mu);
     }
     pthread_mutex_unlock(&e->mu);
     return NULL;
@@ -428,7 +479,11 @@ static cohort_status_t engine_get(cohort_comm_t *comm, cohort_engine_t **out)
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_mutex_init(&e->mu, NULL);
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(&e->mu, &ma);
+    pthread_mutexattr_destroy(&ma);
     pthread_cond_init(&e->work, &ca);
     pthread_cond_init(&e->done, &ca);
     pthread_condattr_destroy(&ca);
@@ -526,6 +581,7 @@ cohort_status_t cohort_engine_submit(cohort_comm_t *comm, const cohort_coll_args
         else e->head = r;
         e->tail = r;
         e->pending++;
+        atomic_fetch_add_explicit(&e->kicks, 1u, memory_order_release);
         pthread_cond_signal(&e->work);
     }
     pthread_mutex_unlock(&e->mu);
@@ -587,6 +643,7 @@ void cohort_engine_free(cohort_comm_t *comm)
     if (!e) return;
     pthread_mutex_lock(&e->mu);
     e->stop = 1;
+    atomic_fetch_add_explicit(&e->kicks, 1u, memory_order_release);
     pthread_cond_signal(&e->work);
     pthread_mutex_unlock(&e->mu);
     if (e->started) pthread_join(e->tid, NULL);
@@ -678,7 +735,7 @@ cohort_status_t cohort_engine_group_end(cohort_comm_t *comm)
             next = q->next;
             q->st = st;
             set_msg(q, cohort_last_error());
-            q->done = 1;
+            atomic_store_explicit(&q->done, 1u, memory_order_release);
             if (q->flags & R_BLOCKING) finish(e, q, NULL, 0);
         }
         e->ghead = e->gtail = NULL;
@@ -698,6 +755,7 @@ cohort_status_t cohort_engine_group_end(cohort_comm_t *comm)
             e->tail = q;
             e->pending++;
         }
+        atomic_fetch_add_explicit(&e->kicks, 1u, memory_order_release);
         pthread_cond_signal(&e->work);
         /* the blocking calls made in the group complete here; the first failure is returned */
         for (i = 0; i < n; i++) {
@@ -760,9 +818,16 @@ static cohort_status_t finish(cohort_engine_t *e, cohort_request_t *r, char *msg
 /* Waits (lock held) until r is done, running queued requests in caller mode. */
 static void wait_done(cohort_engine_t *e, cohort_request_t *r)
 {
-    while (!r->done) {
-        if (e->caller && !e->running && e->head) run_one(e, r->comm);
-        else pthread_cond_wait(&e->done, &e->mu);
+    int spun = 0;
+    while (!atomic_load_explicit(&r->done, memory_order_acquire)) {
+        if (e->caller && !e->running && e->head) {
+            run_one(e, r->comm);
+        } else if (!spun && may_spin(r->comm)) {
+            spin_while(e, r->comm, &r->done, 0u);   /* once: a wake-up costs more (may_spin) */
+            spun = 1;
+        } else {
+            pthread_cond_wait(&e->done, &e->mu);
+        }
     }
 }
 
@@ -783,8 +848,10 @@ cohort_status_t cohort_test(cohort_request_t *req, int *done)
     char msg[1024];
     pthread_mutex_lock(&e->mu);
     /* caller mode: the request advances only here; it runs once it reaches the queue's head */
-    if (e->caller && !req->done && !e->running && e->head) wait_done(e, req);
-    if (!req->done) {
+    if (e->caller && !atomic_load_explicit(&req->done, memory_order_acquire) && !e->running &&
+        e->head)
+        wait_done(e, req);
+    if (!atomic_load_explicit(&req->done, memory_order_acquire)) {
         pthread_mutex_unlock(&e->mu);
         return COHORT_SUCCESS;
     }
