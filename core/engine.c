@@ -799,7 +799,8 @@ static cohort_status_t check_req(const cohort_request_t *r, const char *fn)
 static cohort_status_t finish(cohort_engine_t *e, cohort_request_t *r, char *msg, size_t len)
 {
     cohort_status_t st = r->st;
-    if (st && msg) snprintf(msg, len, "%s", r->msg ? r->msg : "(no memory was left for the message)");
+    if (st && msg)
+        snprintf(msg, len, "%s", r->msg ? r->msg : "(no memory was left for the message)");
     e->live--;
     r->magic = REQ_DEAD;
     free(r->arrays);
@@ -818,7 +819,8 @@ static cohort_status_t finish(cohort_engine_t *e, cohort_request_t *r, char *msg
     return st;
 }
 
-/* Waits (lock held) until r is done, running queued requests in caller mode. */
+/* Waits (lock held) until r is done, running queued requests in caller mode; in thread mode
+ * polling first where the threads may (may_spin), then asleep. */
 static void wait_done(cohort_engine_t *e, cohort_request_t *r)
 {
     int spun = 0;

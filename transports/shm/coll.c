@@ -62,7 +62,8 @@
  * peer's lines: control line, history line, slot, the entry that says the step was not in the
  * lane, and the control line again after out), and no control line is written.
  * A step in the lane publishes its entry instead of in: a rank has started step t when its in
- * or its entry for t says so (coll_started), which is how every wait for a peer's in reads it. A root can so run up to SB_DEPTH broadcasts ahead of the slowest reader, as Open MPI's
+ * or its entry for t says so (coll_started), which is how every wait for a peer's in reads it.
+ * A root can so run up to SB_DEPTH broadcasts ahead of the slowest reader, as Open MPI's
  * roots, which drop small messages into their peers' queues, never wait either (docs/
  * performance-log.md, "Measurements behind the code's constants"). Every rank writes an entry (tag,
  * history, step), so a rank that is in another collective at that step sees the difference. A root
@@ -81,9 +82,9 @@
  * closes late costs no wait). Peers that have not got there are waited for, for a bounded time
  * that the caller gives; those that left without a fin (exited, or their area went) and those
  * whose collectives failed are not compared.
- * Counters and entries are published with seq_cst stores; a waiter that wants to sleep sets its armed flag
- * (seq_cst) and re-checks, a publisher loads every armed flag after publishing and wakes (hook)
- * those set: a Dekker pair, so no wake-up is lost.
+ * Counters and entries are published with seq_cst stores; a waiter that wants to sleep sets its
+ * armed flag (seq_cst) and re-checks, a publisher loads every armed flag after publishing and
+ * wakes (hook) those set: a Dekker pair, so no wake-up is lost.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE   /* memfd_create */
