@@ -12,6 +12,7 @@
 #include "core/timeline.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -20,6 +21,9 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
 
 #define REQ_MAGIC 0x434f484f52524551ull   /* "COHORREQ" */
 #define REQ_DEAD 0xdeadbeefdeadbeefull
@@ -71,6 +75,11 @@ typedef struct cohort_engine {
     int running;                      /* a thread is running a request */
     int caller;                       /* COHORT_PROGRESS=caller */
     int started, stop;
+    /* deferred wake-up (threads outnumber cores; see kick): the progress thread sleeps in
+     * poll() on efd (woken now) and tfd (woken DEFER_NS after a call was queued) */
+    int defer, efd, tfd;
+    int sleeping;                     /* the progress thread is in that poll() */
+    int armed;                        /* tfd is set */
     pthread_t tid;
     uint64_t issued;                  /* requests issued (numbers them) */
     /* fusion */
@@ -89,6 +98,60 @@ static uint64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* When the engine's threads outnumber the cores, waking the sleeping progress thread for every
+ * call (a futex wake, and the thread then preempts another rank on its core) cost 20 us for a
+ * small call that its caller waited for at once, which the waiter can run itself (wait_done).
+ * So a queued call only sets a timer: the progress thread wakes DEFER_NS later unless a waiter
+ * ran the queue empty first (then the timer is cleared). A call nobody waits for still moves
+ * without cohort_test, DEFER_NS late. */
+#define DEFER_NS 50000
+
+static void fd_set_timer(int fd, uint64_t ns)
+{
+    struct itimerspec it = { .it_value = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) } };
+    (void)timerfd_settime(fd, 0, &it, NULL);   /* cannot fail with these arguments */
+}
+
+/* Lock held: the progress thread should look at the queue (now, or DEFER_NS from now). */
+static void kick(cohort_engine_t *e, int now)
+{
+    atomic_fetch_add_explicit(&e->kicks, 1u, memory_order_release);
+    if (!e->defer) {
+        pthread_cond_signal(&e->work);
+    } else if (e->sleeping) {
+        if (now) {
+            uint64_t one = 1;
+            (void)!write(e->efd, &one, sizeof one);   /* nonblocking; a full counter still wakes */
+        } else if (!e->armed) {
+            fd_set_timer(e->tfd, DEFER_NS);
+            e->armed = 1;
+        }
+    }
+}
+
+/* Lock held, the progress thread idle: sleeps until kicked; returns with the lock held. */
+static void sleep_idle(cohort_engine_t *e)
+{
+    if (!e->defer) {
+        pthread_cond_wait(&e->work, &e->mu);
+        return;
+    }
+    e->sleeping = 1;
+    pthread_mutex_unlock(&e->mu);
+    struct pollfd pf[2] = { { .fd = e->efd, .events = POLLIN },
+                            { .fd = e->tfd, .events = POLLIN } };
+    while (poll(pf, 2, -1) < 0 && errno == EINTR) {}
+    uint64_t v;
+    (void)!read(e->efd, &v, sizeof v);
+    (void)!read(e->tfd, &v, sizeof v);
+    pthread_mutex_lock(&e->mu);
+    e->sleeping = 0;
+    if (e->armed) {
+        fd_set_timer(e->tfd, 0);
+        e->armed = 0;
+    }
 }
 
 /* The request's error message; without memory for it, a fixed one (the status still says what
@@ -392,6 +455,15 @@ static void run_one(cohort_engine_t *e, cohort_comm_t *comm)
     atomic_store(&comm->busy, 0);
     e->running = 0;
     pthread_cond_broadcast(&e->done);   /* drain waits for running too */
+    if (e->started && !pthread_equal(pthread_self(), e->tid)) {
+        /* a waiter ran it (wait_done): the progress thread carries on with the rest, and a
+         * timer left for a queue now empty would only wake it for nothing */
+        if (e->head) kick(e, 0);
+        else if (e->armed) {
+            fd_set_timer(e->tfd, 0);
+            e->armed = 0;
+        }
+    }
 }
 
 static inline void cpu_relax(void)
@@ -438,17 +510,17 @@ static void *progress_thread(void *arg)
     cohort_engine_t *e = comm->engine;
     pthread_mutex_lock(&e->mu);
     for (;;) {
-        if (e->head) {
+        if (e->head && !e->running) {   /* a waiter may be running it (wait_done) */
             run_one(e, comm);
             continue;
         }
-        if (e->stop) break;   /* and nothing left */
+        if (e->stop && !e->head && !e->running) break;   /* and nothing left */
         if (may_spin(comm)) {
             /* the next call often comes right away: catch it without a wake-up (spin_while) */
             spin_while(e, comm, &e->kicks, atomic_load_explicit(&e->kicks, memory_order_relaxed));
-            if (e->head || e->stop) continue;
+            if ((e->head && !e->running) || e->stop) continue;
         }
-        pthread_cond_wait(&e->work, &e->mu);
+        sleep_idle(e);
     }
     pthread_mutex_unlock(&e->mu);
     return NULL;
@@ -496,11 +568,24 @@ static cohort_status_t engine_get(cohort_comm_t *comm, cohort_engine_t **out)
     if (may_spin(comm)) pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
     pthread_mutex_init(&e->mu, &ma);
     pthread_mutexattr_destroy(&ma);
+    if (!e->caller && comm->oversubscribed) {   /* kick: without the fds, wake-ups as elsewhere */
+        e->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        e->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        e->defer = e->efd >= 0 && e->tfd >= 0;
+        if (!e->defer) {
+            if (e->efd >= 0) close(e->efd);
+            if (e->tfd >= 0) close(e->tfd);
+        }
+    }
     comm->engine = e;
     if (!e->caller) {
         int rc = pthread_create(&e->tid, NULL, progress_thread, comm);
         if (rc) {
             comm->engine = NULL;
+            if (e->defer) {
+                close(e->efd);
+                close(e->tfd);
+            }
             pthread_cond_destroy(&e->work);
             pthread_cond_destroy(&e->done);
             pthread_mutex_destroy(&e->mu);
@@ -584,8 +669,7 @@ cohort_status_t cohort_engine_submit(cohort_comm_t *comm, const cohort_coll_args
         else e->head = r;
         e->tail = r;
         e->pending++;
-        atomic_fetch_add_explicit(&e->kicks, 1u, memory_order_release);
-        pthread_cond_signal(&e->work);
+        kick(e, 0);
     }
     pthread_mutex_unlock(&e->mu);
     *req = r;
@@ -598,7 +682,7 @@ void cohort_engine_drain(cohort_comm_t *comm)
     if (!e) return;
     pthread_mutex_lock(&e->mu);
     while (e->pending || e->running) {
-        if (e->caller && !e->running && e->head) run_one(e, comm);
+        if ((e->caller || e->defer) && !e->running && e->head) run_one(e, comm);   /* wait_done */
         else pthread_cond_wait(&e->done, &e->mu);
     }
     pthread_mutex_unlock(&e->mu);
@@ -646,10 +730,13 @@ void cohort_engine_free(cohort_comm_t *comm)
     if (!e) return;
     pthread_mutex_lock(&e->mu);
     e->stop = 1;
-    atomic_fetch_add_explicit(&e->kicks, 1u, memory_order_release);
-    pthread_cond_signal(&e->work);
+    kick(e, 1);
     pthread_mutex_unlock(&e->mu);
     if (e->started) pthread_join(e->tid, NULL);
+    if (e->defer) {
+        close(e->efd);
+        close(e->tfd);
+    }
     pthread_cond_destroy(&e->work);
     pthread_cond_destroy(&e->done);
     pthread_mutex_destroy(&e->mu);
@@ -758,8 +845,7 @@ cohort_status_t cohort_engine_group_end(cohort_comm_t *comm)
             e->tail = q;
             e->pending++;
         }
-        atomic_fetch_add_explicit(&e->kicks, 1u, memory_order_release);
-        pthread_cond_signal(&e->work);
+        kick(e, 0);
         /* the blocking calls made in the group complete here; the first failure is returned */
         for (i = 0; i < n; i++) {
             if (!(list[i]->flags & R_BLOCKING)) continue;
@@ -825,7 +911,7 @@ static void wait_done(cohort_engine_t *e, cohort_request_t *r)
 {
     int spun = 0;
     while (!atomic_load_explicit(&r->done, memory_order_acquire)) {
-        if (e->caller && !e->running && e->head) {
+        if ((e->caller || e->defer) && !e->running && e->head) {
             run_one(e, r->comm);
         } else if (!spun && may_spin(r->comm)) {
             spin_while(e, r->comm, &r->done, 0u);   /* once: a wake-up costs more (may_spin) */

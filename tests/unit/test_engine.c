@@ -4,6 +4,9 @@
  * the order of blocking calls after non-blocking ones, destroy with requests outstanding.
  * One rank moves no data over a transport, so this runs the engine's own synchronisation alone;
  * CI also runs it under ThreadSanitizer. (Many ranks: tests/mp/test_nonblocking.sh.) */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE   /* sched_setaffinity, CPU_SET */
+#endif
 #include <check.h>
 #include <pthread.h>
 #include <sched.h>
@@ -251,9 +254,21 @@ END_TEST
  * waiter, carries the queue on. */
 START_TEST(waiter_hands_back)
 {
-    /* _i: the engine's threads spin before they sleep (one rank: every thread has a core), or
-     * never (COHORT_SPIN_US=0) */
-    if (_i) setenv("COHORT_SPIN_US", "0", 1);
+    /* _i: 0, the engine's threads spin before they sleep (one rank: every thread has a core);
+     * 1, never (COHORT_SPIN_US=0); 2, the process on one CPU, so that its two threads
+     * outnumber the cores: the progress thread is woken by a timer, waiters run the queue */
+    if (_i == 1) setenv("COHORT_SPIN_US", "0", 1);
+    cpu_set_t all, one;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof all, &all), 0);
+    if (_i == 2) {
+        CPU_ZERO(&one);
+        for (int k = 0; k < CPU_SETSIZE; k++)
+            if (CPU_ISSET(k, &all)) {
+                CPU_SET(k, &one);
+                break;
+            }
+        ck_assert_int_eq(sched_setaffinity(0, sizeof one, &one), 0);
+    }
     cohort_comm_t *c = one_rank("thread");
     static int32_t in[2][64], out[2][64];
     for (int round = 0; round < 10000; round++) {
@@ -283,6 +298,7 @@ START_TEST(waiter_hands_back)
     }
     EXPECT_OK(cohort_comm_destroy(c));
     unsetenv("COHORT_SPIN_US");
+    if (_i == 2) ck_assert_int_eq(sched_setaffinity(0, sizeof all, &all), 0);
 }
 END_TEST
 
@@ -370,7 +386,7 @@ int main(void)
     tcase_add_test(tc, destroy_with_requests_outstanding);
     tcase_add_test(tc, request_misuse);
     tcase_add_test(tc, request_reuse);
-    tcase_add_loop_test(tc, waiter_hands_back, 0, 2);
+    tcase_add_loop_test(tc, waiter_hands_back, 0, 3);
     suite_add_tcase(s, tc);
     TCase *tp = tcase_create("fusion planning");
     tcase_add_test(tp, plan_interleaved_dtypes);
