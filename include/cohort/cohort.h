@@ -242,8 +242,11 @@ cohort_status_t cohort_scatter(cohort_comm_t *comm, const void *sendbuf, void *r
  *
  * Progress: by default a progress thread per communicator (started at its first non-blocking
  * call, asleep while nothing is outstanding) runs them, so data moves while the caller computes;
- * COHORT_PROGRESS=caller runs them inside cohort_test / cohort_wait / cohort_waitall instead
- * (cohort_test then runs the queue up to its request and returns when that one is done).
+ * where the node's threads outnumber its cores, a thread waiting in cohort_wait/cohort_waitall
+ * runs queued calls itself and the progress thread starts a call nobody waits for within about
+ * 50 microseconds. COHORT_PROGRESS=caller runs them inside cohort_test / cohort_wait /
+ * cohort_waitall instead (cohort_test then runs the queue up to its request and returns when
+ * that one is done).
  *
  * Failures: timeouts (COHORT_TIMEOUT), mismatches, a lost peer and cohort_comm_abort complete
  * the request with the error, whose message (cohort_last_error() after test/wait) names the
