@@ -51,6 +51,7 @@ if [ "${SKIP_TSAN:-0}" != 1 ]; then
         export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
         export COHORT_RING_STRESS_MSGS=300000   # a third of the default: TSan is slow
         export CK_TIMEOUT_MULTIPLIER=4           # and so are the tests' own deadlines
+        export CK_DEFAULT_TIMEOUT=60             # as make check's (Makefile.am): hangs only
         pass=0; fail=0
         for t in test_shm_ring test_shm_coll test_verbs_parts test_engine; do
             if timeout -k 10 900 "tests/unit/$t" >"$t.tsan.log" 2>&1; then
