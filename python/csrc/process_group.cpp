@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 // ProcessGroupCohort (process_group.hpp says how it works).
+#include <Python.h>   // first, as Python asks: the destructor releases the GIL
+
 #include "process_group.hpp"
 
 #include <atomic>
@@ -301,9 +303,14 @@ ProcessGroupCohort::~ProcessGroupCohort()
     stop_ = true;
   }
   q_cv_.notify_all();
-  // the watcher finishes what is queued first (each wait bounded by the communicator's timeout)
+  // The watcher finishes what is queued first (each wait bounded by the communicator's
+  // timeout), and the last reference to a Work's tensor may be its own: freeing a tensor whose
+  // Python object C++ keeps alive takes the GIL. A process group freed from Python (its
+  // dealloc holds the GIL) would so wait for a thread that waits for it: let go of the GIL here.
+  PyThreadState* saved = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
   if (watcher_.joinable()) watcher_.join();
   if (comm_) cohort_comm_destroy(comm_);
+  if (saved) PyEval_RestoreThread(saved);
 }
 
 void ProcessGroupCohort::watch()

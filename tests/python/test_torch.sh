@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # The PyTorch backend through the real torch (Debian's python3-torch), every rank launched by
-# cohortrun: every operation and dtype at np 1-4 (pg_check.py), a rank killed mid-training
+# cohortrun: every operation and dtype at np 1-4 (pg_check.py), process groups freed with work
+# in flight (pg_free.py), a rank killed mid-training
 # (dead_rank.py), the Horovod-style API (hvd_check.py), the digits example with DDP and with
 # the Horovod-style optimizer (identical parameters on every rank, accuracy reached), and the
 # timeline naming each gradient.
@@ -58,6 +59,8 @@ for n in 1 2 3 4; do
     run_case "pg_check: every operation, dtype and op at np $n" \
         "$COHORTRUN" -np "$n" "$PY" "$T/pg_check.py"
 done
+run_case "process groups freed with work in flight hold no GIL while they wait (np 2)" \
+    timeout -k 5 120 "$COHORTRUN" -np 2 "$PY" "$T/pg_free.py" 20
 # torch's own launcher: the default group is then made through torch's store (above, cohortrun
 # runs join the job's rendezvous instead)
 run_case "pg_check under torch.distributed.run, np 2 (groups made through the c10d store)" \
