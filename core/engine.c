@@ -114,6 +114,30 @@ static void fd_set_timer(int fd, uint64_t ns)
     (void)timerfd_settime(fd, 0, &it, NULL);   /* cannot fail with these arguments */
 }
 
+/* Lock held: no timer left set (one for a queue a waiter emptied would wake the thread for
+ * nothing). */
+static void disarm(cohort_engine_t *e)
+{
+    if (!e->armed) return;
+    fd_set_timer(e->tfd, 0);
+    e->armed = 0;
+}
+
+/* The deferred wake-up's descriptors, when engine_get made them. */
+static void close_fds(cohort_engine_t *e)
+{
+    if (!e->defer) return;
+    close(e->efd);
+    close(e->tfd);
+}
+
+/* Lock held: whether a thread that waits runs the queue's head itself (caller mode, and where
+ * the wake-up is deferred: see kick). */
+static int waiter_runs(const cohort_engine_t *e)
+{
+    return (e->caller || e->defer) && !e->running && e->head;
+}
+
 /* Lock held: the progress thread should look at the queue (now, or DEFER_NS from now). */
 static void kick(cohort_engine_t *e, int now)
 {
@@ -148,10 +172,7 @@ static void sleep_idle(cohort_engine_t *e)
     (void)!read(e->tfd, &v, sizeof v);
     pthread_mutex_lock(&e->mu);
     e->sleeping = 0;
-    if (e->armed) {
-        fd_set_timer(e->tfd, 0);
-        e->armed = 0;
-    }
+    disarm(e);
 }
 
 /* The request's error message; without memory for it, a fixed one (the status still says what
@@ -456,13 +477,9 @@ static void run_one(cohort_engine_t *e, cohort_comm_t *comm)
     e->running = 0;
     pthread_cond_broadcast(&e->done);   /* drain waits for running too */
     if (e->started && !pthread_equal(pthread_self(), e->tid)) {
-        /* a waiter ran it (wait_done): the progress thread carries on with the rest, and a
-         * timer left for a queue now empty would only wake it for nothing */
+        /* a waiter ran it (wait_done): the progress thread carries on with the rest */
         if (e->head) kick(e, 0);
-        else if (e->armed) {
-            fd_set_timer(e->tfd, 0);
-            e->armed = 0;
-        }
+        else disarm(e);
     }
 }
 
@@ -582,10 +599,7 @@ static cohort_status_t engine_get(cohort_comm_t *comm, cohort_engine_t **out)
         int rc = pthread_create(&e->tid, NULL, progress_thread, comm);
         if (rc) {
             comm->engine = NULL;
-            if (e->defer) {
-                close(e->efd);
-                close(e->tfd);
-            }
+            close_fds(e);
             pthread_cond_destroy(&e->work);
             pthread_cond_destroy(&e->done);
             pthread_mutex_destroy(&e->mu);
@@ -682,7 +696,7 @@ void cohort_engine_drain(cohort_comm_t *comm)
     if (!e) return;
     pthread_mutex_lock(&e->mu);
     while (e->pending || e->running) {
-        if ((e->caller || e->defer) && !e->running && e->head) run_one(e, comm);   /* wait_done */
+        if (waiter_runs(e)) run_one(e, comm);
         else pthread_cond_wait(&e->done, &e->mu);
     }
     pthread_mutex_unlock(&e->mu);
@@ -733,10 +747,7 @@ void cohort_engine_free(cohort_comm_t *comm)
     kick(e, 1);
     pthread_mutex_unlock(&e->mu);
     if (e->started) pthread_join(e->tid, NULL);
-    if (e->defer) {
-        close(e->efd);
-        close(e->tfd);
-    }
+    close_fds(e);
     pthread_cond_destroy(&e->work);
     pthread_cond_destroy(&e->done);
     pthread_mutex_destroy(&e->mu);
@@ -905,13 +916,13 @@ static cohort_status_t finish(cohort_engine_t *e, cohort_request_t *r, char *msg
     return st;
 }
 
-/* Waits (lock held) until r is done, running queued requests in caller mode; in thread mode
- * polling first where the threads may (may_spin), then asleep. */
+/* Waits (lock held) until r is done: running queued requests itself where waiters do
+ * (waiter_runs), else polling first where the threads may (may_spin), then asleep. */
 static void wait_done(cohort_engine_t *e, cohort_request_t *r)
 {
     int spun = 0;
     while (!atomic_load_explicit(&r->done, memory_order_acquire)) {
-        if ((e->caller || e->defer) && !e->running && e->head) {
+        if (waiter_runs(e)) {
             run_one(e, r->comm);
         } else if (!spun && may_spin(r->comm)) {
             spin_while(e, r->comm, &r->done, 0u);   /* once: a wake-up costs more (may_spin) */
