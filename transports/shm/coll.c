@@ -170,6 +170,7 @@ shm_coll_t *shm_coll_new(void *area, int rank, int nranks, const cohort_host_v1_
      * here) combines them. */
     co->all_cma = -1;
     co->can_map = -1;
+    co->prefault = 1;
     co->probe_fd = -1;
     co->psend = calloc((size_t)nranks, sizeof *co->psend);
     co->precv = calloc((size_t)nranks, sizeof *co->precv);
@@ -205,7 +206,7 @@ void shm_coll_free(shm_coll_t *co)
 {
     if (!co) return;
     for (int i = 0; co->cache && i < co->ncache; i++)
-        if (co->cache[i].id) munmap(co->cache[i].base, co->cache[i].len);
+        if (co->cache[i].id) coll_unmap(&co->cache[i]);
     if (co->probe_fd >= 0) close(co->probe_fd);
     free(co->cache);
     free(co->psend);

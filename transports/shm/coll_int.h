@@ -27,6 +27,7 @@
 #define MAP_MIN ((size_t)32 << 10)          /* mapped mode from this many bytes per buffer */
 #define MAP_PIECE ((size_t)64 << 10)       /* mapped allreduce: reduce, then copy out, by this */
 #define MAP_CACHE 32                        /* peers' blocks an endpoint keeps mapped (at least) */
+#define MAP_GRAIN ((size_t)2 << 20)          /* a peer's block is prefaulted by this much */
 #define PROBE_MAGIC 0x636f686f72745042ull   /* "cohortPB" ^ pid, in each rank's probe memfd */
 #define SB_MAX ((size_t)64 << 10)           /* broadcasts up to this take the small lane... */
 #define SB_MAX_LOW ((size_t)4 << 10)        /* ...or, with many ranks, down to this: */
@@ -115,6 +116,8 @@ typedef struct map_ent {
     unsigned char *base;
     size_t len;
     uint64_t used;
+    uint64_t *faulted;             /* a bit per MAP_GRAIN of the block: its page tables were
+                                      filled in (NULL: no memory for the bits; pages fault) */
 } map_ent_t;
 
 enum { PH_A, PH_B, PH_C, PH_D };
@@ -164,6 +167,7 @@ struct shm_coll {
     const unsigned char **srcs;    /* scratch: each rank's input of a reduction */
     map_ent_t *cache;
     int ncache;
+    int prefault;                  /* 0 once madvise(MADV_POPULATE_*) said EINVAL (Linux < 5.14) */
     uint64_t clock;
     /* stores into the staging and result slots of staged collectives (hooks.stream) */
     int stream;                    /* this collective's: 1 stream_copy, 0 memcpy */
@@ -203,6 +207,7 @@ cohort_status_t coll_sb_borrow(shm_coll_t *co);
 int coll_sb_lent(shm_coll_t *co);
 
 /* coll_map.c: mapped mode */
+void coll_unmap(map_ent_t *e);
 unsigned char *coll_map_peer(shm_coll_t *co, int j, int fd, uint64_t id, uint64_t off,
                              size_t len, int rw);
 int coll_describe_bufs(shm_coll_t *co);

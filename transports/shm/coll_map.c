@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -86,8 +87,51 @@ static int probe_peers(shm_coll_t *co)
     return 1;
 }
 
+void coll_unmap(map_ent_t *e)
+{
+    munmap(e->base, e->len);
+    free(e->faulted);
+    *e = (map_ent_t){ 0 };
+}
+
+/* Fills in the page tables of [off, off + len) of a peer's block, MAP_GRAIN by MAP_GRAIN, once
+ * per grain: touching a fresh part of a mapping took a page fault every 4 KiB, which halved a
+ * mapped allreduce's speed on each call that reached a part of a block not touched before (256
+ * KiB-4 MiB, np 2: docs/performance-log.md, 2026-11-27, Intel Xeon). One madvise per run of
+ * grains does the same work without a fault per page. Best effort: where it fails, the pages
+ * fault as before; where the kernel lacks MADV_POPULATE_* (Linux < 5.14), it is not tried again. */
+static void prefault(shm_coll_t *co, map_ent_t *e, uint64_t off, size_t len)
+{
+    if (!co->prefault || !e->faulted || !len) return;
+    size_t g = (size_t)(off / MAP_GRAIN), end = (size_t)((off + len - 1) / MAP_GRAIN) + 1;
+    while (g < end) {
+        if (e->faulted[g / 64] >> (g % 64) & 1) {
+            g++;
+            continue;
+        }
+        size_t run = g;
+        while (run < end && !(e->faulted[run / 64] >> (run % 64) & 1)) {
+            e->faulted[run / 64] |= (uint64_t)1 << (run % 64);
+            run++;
+        }
+        size_t from = g * MAP_GRAIN, to = run * MAP_GRAIN < e->len ? run * MAP_GRAIN : e->len;
+        if (madvise(e->base + from, to - from, e->rw ? MADV_POPULATE_WRITE
+                                                     : MADV_POPULATE_READ) < 0) {
+            int e0 = errno;
+            if (e0 == EINVAL) co->prefault = 0;   /* said once: not tried again */
+            co->host->log(e0 == EINVAL ? COHORT_LOG_INFO : COHORT_LOG_TRACE, "shm", "shm: rank "
+                          "%d: prefaulting %zu bytes of a peer's block with madvise failed "
+                          "(%s); its pages fault on first touch instead", co->rank, to - from,
+                          strerror(e0));
+            if (!co->prefault) return;
+        }
+        g = run;
+    }
+}
+
 /* Rank j's block (fd, id), mapped here (cached; rw: writable): the address of offset off, after
- * checking that len bytes from there lie in the block. NULL after host->error. */
+ * checking that len bytes from there lie in the block (and with their page tables filled in).
+ * NULL after host->error. */
 unsigned char *coll_map_peer(shm_coll_t *co, int j, int fd, uint64_t id, uint64_t off,
                              size_t len, int rw)
 {
@@ -125,8 +169,10 @@ unsigned char *coll_map_peer(shm_coll_t *co, int j, int fd, uint64_t id, uint64_
                             "out, raise ulimit -n or free blocks", co->rank, j, pid, name, why);
             return NULL;
         }
-        if (victim->id) munmap(victim->base, victim->len);
-        *victim = (map_ent_t){ pid, rw, id, p, (size_t)st.st_size, 0 };
+        if (victim->id) coll_unmap(victim);
+        size_t grains = ((size_t)st.st_size + MAP_GRAIN - 1) / MAP_GRAIN;
+        *victim = (map_ent_t){ pid, rw, id, p, (size_t)st.st_size, 0,
+                               calloc((grains + 63) / 64, sizeof(uint64_t)) };
         e = victim;
     }
     if (off > e->len || len > e->len - off) {
@@ -136,6 +182,7 @@ unsigned char *coll_map_peer(shm_coll_t *co, int j, int fd, uint64_t id, uint64_
         return NULL;
     }
     e->used = ++co->clock;
+    prefault(co, e, off, len);
     return e->base + off;
 }
 
