@@ -95,11 +95,13 @@ void coll_unmap(map_ent_t *e)
 }
 
 /* Fills in the page tables of [off, off + len) of a peer's block, MAP_GRAIN by MAP_GRAIN, once
- * per grain: touching a fresh part of a mapping took a page fault every 4 KiB, which halved a
- * mapped allreduce's speed on each call that reached a part of a block not touched before (256
- * KiB-4 MiB, np 2: docs/performance-log.md, 2026-11-27, Intel Xeon). One madvise per run of
- * grains does the same work without a fault per page. Best effort: where it fails, the pages
- * fault as before; where the kernel lacks MADV_POPULATE_* (Linux < 5.14), it is not tried again. */
+ * per grain: a mapping faults at the first touch of each 4 KiB, and a collective that reaches a
+ * part of a block not used before would take those faults one by one inside its copies; one
+ * madvise per run of grains fills the same entries without them (docs/performance-log.md, Intel
+ * Xeon sitting of 2026-11-27). Grains, not the whole block: a block of gigabytes of which a
+ * collective uses a megabyte is not faulted in whole, again each time it comes back into the
+ * cache. Best effort: where it fails, the pages fault as before; where the kernel lacks
+ * MADV_POPULATE_* (Linux < 5.14), it is not tried again. */
 static void prefault(shm_coll_t *co, map_ent_t *e, uint64_t off, size_t len)
 {
     if (!co->prefault || !e->faulted || !len) return;
