@@ -40,6 +40,7 @@
 #endif
 #include "fuzz.h"
 
+#include <stdatomic.h>
 #include <unistd.h>
 
 #include "core/rendezvous.h"
@@ -183,6 +184,7 @@ typedef struct client_arg {
     cohort_rdv_client_t *cl;
     int rank, nranks, port;
     cohort_status_t st;
+    atomic_int done;               /* st and cl are set */
 } client_arg_t;
 
 static void *client_connect(void *p)
@@ -190,7 +192,9 @@ static void *client_connect(void *p)
     client_arg_t *a = p;
     char url[64];
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", a->port);
-    a->st = cohort_rdv_connect(url, JOB, KEY, strlen(KEY), a->rank, a->nranks, 3.0, &a->cl);
+    a->st = cohort_rdv_connect(url, JOB, KEY, strlen(KEY), a->rank, a->nranks,
+                               (double)WAIT_NS / 1e9, &a->cl);
+    atomic_store(&a->done, 1);
     return NULL;
 }
 
@@ -198,7 +202,7 @@ static void *client_connect(void *p)
 static cohort_rdv_client_t *proxied_client(int *cfd)
 {
     cohort_rdv_server_t *srv = fresh_server(1);
-    client_arg_t a = { NULL, 0, 1, proxy_port, -100 };
+    client_arg_t a = { NULL, 0, 1, proxy_port, -100, 0 };
     pthread_t t;
     FUZZ_CHECK(pthread_create(&t, NULL, client_connect, &a) == 0, "no thread");
     FUZZ_CHECK(rdv_wait(proxy_lfd, POLLIN, (int)(WAIT_NS / 1000000)), "the client did not "
@@ -443,13 +447,17 @@ static void to_server(const uint8_t *d, size_t n)
     FUZZ_CHECK(fd0 >= 0, "cannot connect to the server");
     cohort_rdv_server_progress(srv, 1);
     rdv_send_all(fd0, hello0, hello_len);
-    client_arg_t a = { NULL, 1, 2, cohort_rdv_server_port(srv), -100 };
+    client_arg_t a = { NULL, 1, 2, cohort_rdv_server_port(srv), -100, 0 };
     pthread_t t;
     FUZZ_CHECK(pthread_create(&t, NULL, client_connect, &a) == 0, "no thread");
     uint64_t end = deadline();
-    while (cohort_rdv_server_arrived(srv) < 2) {
-        FUZZ_CHECK(cohort_now_ns() < end, "only %d of 2 ranks joined",
-                   cohort_rdv_server_arrived(srv));
+    /* until rank 1 has its ack, not only until the server counted it: the server must go on
+     * to send that ack */
+    while (cohort_rdv_server_arrived(srv) < 2 || !atomic_load(&a.done)) {
+        if (atomic_load(&a.done) && a.st != COHORT_SUCCESS) break;   /* reported below */
+        FUZZ_CHECK(cohort_now_ns() < end, "only %d of 2 ranks joined (rank 1 %s)",
+                   cohort_rdv_server_arrived(srv),
+                   atomic_load(&a.done) ? "returned" : "still connecting");
         cohort_rdv_server_progress(srv, 1);
     }
     pthread_join(t, NULL);

@@ -157,7 +157,8 @@ static void *client(void *p)
     char url[64];
     cohort_rdv_client_t *cl = NULL;
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", proxy_port);
-    a->connect = cohort_rdv_connect(url, JOB, KEY, strlen(KEY), 0, a->nranks, 3.0, &cl);
+    a->connect = cohort_rdv_connect(url, JOB, KEY, strlen(KEY), 0, a->nranks,
+                                    (double)WAIT_NS / 1e9, &cl);
     if (a->connect != COHORT_SUCCESS) return NULL;
     unsigned char out[16], in[16 * MAXN];   /* what comes back is the fake server's choice */
     memset(out, 0xab, sizeof out);
