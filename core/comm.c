@@ -147,7 +147,7 @@ cohort_status_t cohort_comm_init_oob_timeout(int rank, int nranks,
                             "with nranks %d (only a single rank may pass NULL)", nranks);
     cohort_log_set_rank(rank);
     /* Without a launcher secret, key connections by a fixed derivation: the OOB channel is the
-     * caller's, so this only keeps strays out (docs/security.md). */
+     * caller's, so this only keeps strays out (docs/launching.md, "The secret"). */
     const char *sec = cohort_config_get("COHORT_SECRET");
     unsigned char derived[32];
     if (sec && *sec) cohort_plugin_set_secret(sec, strlen(sec));

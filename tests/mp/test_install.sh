@@ -52,6 +52,11 @@ run_case "the moved headers and cohort.pc: a C program and the example plugin bu
     v=$("$2/v") || exit 1
     [ "$v" = "$(pkg-config --modversion cohort) $(pkg-config --modversion cohort)" ] ||
         { echo "version: $v, cohort.pc: $(pkg-config --modversion cohort)"; exit 1; }
+    # a static link (pkg-config --static) is told what libcohort itself links
+    st=$(pkg-config --static --libs cohort) || exit 1
+    for l in -lcohort -lhwloc -lpthread -lm; do
+        case " $st " in *" $l "*) ;; *) echo "pkg-config --static --libs cohort: $st (no $l)"; exit 1;; esac
+    done
     cp -r "$3/examples/plugin" "$2/plugin" && make -C "$2/plugin" >"$2/mk" 2>&1 ||
         { cat "$2/mk"; exit 1; }
     [ -s "$2/plugin/libcohort-example.so" ]' - "$M" "$tmp" "$top_srcdir" "$CC" "$CFLAGS" "$LDFLAGS"
