@@ -209,7 +209,7 @@ def model(P, algo, size, N, L):
         return rd_time(P, size, p, L)
     if algo == "hier":
         return hier_time(P, size, N, L)
-    if algo == "shm":   # one node: the shm transport's node allreduce (core/coll/transport.c)
+    if algo == "shm":   # one node: the shm transport's node allreduce (core/plugin_coll.c)
         if N != 1 or L < 2 or size <= 0:
             return None
         return shm_allreduce(P, size, L), 0.0, "shm node allreduce of %d ranks" % L
@@ -220,7 +220,7 @@ def model(P, algo, size, N, L):
 
 def cohort_choice(size, N, L):
     """What cohort runs with default settings: the shm node collective on one node
-    (core/coll/transport.c), hier on an even multi-node job with >= 2 ranks per node
+    (core/plugin_coll.c), hier on an even multi-node job with >= 2 ranks per node
     (core/comm_create.c hier_setup) from HIER_MIN_BYTES, else rd / ring by size."""
     if N == 1 and L >= 2:
         return "shm"
