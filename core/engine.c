@@ -101,8 +101,9 @@ static uint64_t now_ns(void)
 }
 
 /* When the engine's threads outnumber the cores, waking the sleeping progress thread for every
- * call (a futex wake, and the thread then preempts another rank on its core) cost 20 us for a
- * small call that its caller waited for at once, which the waiter can run itself (wait_done).
+ * call (a futex wake, and the thread then preempts another rank on its core) cost a small call
+ * that its caller waited for at once many times its own work, which the waiter can run itself
+ * (wait_done; measured in docs/performance-log.md, "A timer instead of a wake-up").
  * So a queued call only sets a timer: the progress thread wakes DEFER_NS later unless a waiter
  * ran the queue empty first (then the timer is cleared). A call nobody waits for still moves
  * without cohort_test, DEFER_NS late. */

@@ -177,7 +177,8 @@ cohort_status_t cohort_p2p_progress(cohort_comm_t *comm)
 
 /* After COHORT_SPIN fruitless polls: 1 once the rank may sleep, i.e. COHORT_SPIN_US has passed
  * since p->spin_until was 0, or at once when the node is oversubscribed or COHORT_SPIN_US is 0.
- * It looks at the clock every CLOCK_EVERY polls only (24 ns a look here, on a 50 ns poll). */
+ * It looks at the clock every CLOCK_EVERY polls only: a clock read costs about as much as a
+ * poll. */
 static int spin_done(cohort_comm_t *comm, cohort_pace_t *p)
 {
     if (comm->oversubscribed || !comm->spin_ns) return 1;

@@ -458,8 +458,8 @@ int coll_started(const shm_coll_t *co, int j, uint64_t t)
 /* in, red and a small-lane entry (CT_SB: our entry for step t) are waited for by sleepers:
  * seq_cst store, then the armed flags (Dekker). out is waited for only in phase D (the readers
  * of a buffer in single-copy and mapped mode; phase A waits for the next step's in instead), so
- * elsewhere a release store is enough and saves the fence on a line the peers are polling
- * (~100 ns per collective). */
+ * elsewhere a release store is enough and saves a fence per collective on a line the peers are
+ * polling. */
 static void publish(shm_coll_t *co, int which, uint64_t t)
 {
     rank_ctl_t *c = &co->ctl[co->rank];
