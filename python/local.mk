@@ -7,6 +7,12 @@
 COHORT_PY = python/cohort/__init__.py
 COHORT_TORCH_PY = python/cohort/torch/__init__.py python/cohort/torch/_backend.py \
 	python/cohort/torch/_names.py python/cohort/torch/_hvd.py \
+	python/cohort/torch/_hvd_types.py python/cohort/torch/_hvd_compression.py \
+	python/cohort/torch/_hvd_handles.py python/cohort/torch/_hvd_comm.py \
+	python/cohort/torch/_hvd_state.py python/cohort/torch/_hvd_basics.py \
+	python/cohort/torch/_hvd_checks.py python/cohort/torch/_hvd_allreduce.py \
+	python/cohort/torch/_hvd_allgather.py python/cohort/torch/_hvd_broadcast.py \
+	python/cohort/torch/_hvd_alltoall.py python/cohort/torch/_hvd_join.py \
 	python/cohort/torch/_hvd_functions.py python/cohort/torch/_hvd_optimizer.py
 EXTRA_DIST += $(COHORT_PY) $(COHORT_TORCH_PY)
 

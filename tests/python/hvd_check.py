@@ -47,7 +47,9 @@ def load_hvd():
 
 
 hvd = load_hvd()
-IMPL = sys.modules['cohort.torch._hvd']     # the implementation, for private hooks
+IMPL = sys.modules['cohort.torch._hvd']     # the public names (__all__)
+STATE = sys.modules['cohort.torch._hvd_state']   # private hooks: _state
+COMM = sys.modules['cohort.torch._hvd_comm']     # private hooks: _name_next
 BACKEND = os.environ.get('HVD_TEST_BACKEND', 'gloo')
 ONLY = set(filter(None, os.environ.get('HVD_CHECK_ONLY', '').split(',')))
 KEEP_GOING = os.environ.get('HVD_CHECK_KEEP_GOING', '0') not in ('', '0')
@@ -808,7 +810,7 @@ def _():
     if N == 1:
         assert hvd.join() == 0
         raise Skip('needs 2 ranks')
-    comm = IMPL._state.comm
+    comm = STATE._state.comm
     saved_poll = comm.poll_s
     if R == 1 and N > 2:
         # rank 1 never looks at the store while waiting: it learns nothing of the join
@@ -926,7 +928,7 @@ class FakeWork(object):
 @check('names')
 def _():
     # the names given to cohort.torch._names.name_next (cohort's timeline) before each call
-    mod = IMPL
+    mod = COMM
     seen = []
     saved = mod._name_next
     mod._name_next = lambda name, group=None: seen.append(name)
@@ -982,7 +984,7 @@ def _():
 def _():
     if N == 1:
         raise Skip('needs 2 ranks')
-    IMPL._state.check = True         # as COHORT_HVD_CHECK=1
+    STATE._state.check = True         # as COHORT_HVD_CHECK=1
     try:
         eq(hvd.allreduce(torch.ones(3), op=hvd.Sum, name='fine'), torch.full((3,), float(N)), 'ok')
         eq(hvd.broadcast(torch.full((2,), R), 0), torch.zeros(2, dtype=torch.int64), 'bc ok')
@@ -995,7 +997,7 @@ def _():
         e = raises(RuntimeError, hvd.broadcast, torch.ones(3), min(R, 1))
         assert 'root' in str(e), e
     finally:
-        IMPL._state.check = False
+        STATE._state.check = False
     eq(hvd.allreduce(torch.ones(1), op=hvd.Sum), torch.full((1,), float(N)), 'after mismatches')
 
 

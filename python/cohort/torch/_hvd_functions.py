@@ -9,8 +9,11 @@ import collections.abc
 
 import torch
 
-from cohort.torch._hvd import (global_process_set, _allgather_bytes, _comm_for, _root_check,
-                               broadcast_, broadcast_async_, synchronize)
+from cohort.torch._hvd_allgather import _allgather_bytes
+from cohort.torch._hvd_broadcast import broadcast_, broadcast_async_
+from cohort.torch._hvd_checks import _root_check
+from cohort.torch._hvd_handles import synchronize
+from cohort.torch._hvd_state import _comm_for, global_process_set
 
 try:
     import cloudpickle as _pickle

@@ -5,9 +5,13 @@ from contextlib import contextmanager
 
 import torch
 
-from cohort.torch._hvd import (Average, Compression, global_process_set, _comm_for, _resolve_op,
-                               allreduce_async_, grouped_allreduce_async_,
-                               sparse_allreduce_async, synchronize)
+from cohort.torch._hvd_allgather import sparse_allreduce_async
+from cohort.torch._hvd_allreduce import allreduce_async_, grouped_allreduce_async_
+from cohort.torch._hvd_checks import _resolve_op
+from cohort.torch._hvd_compression import Compression
+from cohort.torch._hvd_handles import synchronize
+from cohort.torch._hvd_state import _comm_for, global_process_set
+from cohort.torch._hvd_types import Average
 
 
 def _split_evenly(items, n):
