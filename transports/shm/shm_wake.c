@@ -29,7 +29,15 @@
  * to the other's socket. While not armed the socket is kept readable (a datagram to ourselves,
  * sent once and kept until we arm), so a caller that sleeps on ep_fd early just comes back: the
  * fd is readable whenever progress() could advance something. A dead peer sends nothing: the
- * core's poll cap (2 ms) bounds that. */
+ * core's poll cap (2 ms) bounds that.
+ *
+ * Not the kit's wake-up (transports/common/kit_wake.h, which tcp, ucx and verbs share): its
+ * rule (no poke inside progress(), an eventfd only this process writes) does not fit here. The
+ * socket that is ep_fd is also the one other processes write to, through flags in shared
+ * memory (armed[], seq_cst) that a reader sets only after a run of idle calls; and until it
+ * arms, the socket is kept readable on purpose, progress() included (shm_ep_after kicks at the
+ * end of every call that is not yet armed). Only ep_kick's "one datagram pending at a time"
+ * (kicked) is the kit's pending flag. */
 
 void shm_wake_name(struct sockaddr_un *sa, socklen_t *len, const char *segname)
 {

@@ -44,7 +44,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -215,7 +214,7 @@ static void ep_destroy(tcp_ep_t *ep)
     while (ep->inc_h) tcp_inc_free(ep, ep->inc_h, 1);
     while (ep->early) tcp_inc_free(ep, ep->early, 1);
     for (int i = 0; i < ep->nlis; i++) tcp_close_fd(ep->epfd, ep->lis[i].fd);
-    tcp_close_fd(ep->epfd, ep->evfd);
+    tcp_close_fd(ep->epfd, ep->wake.fd);
     if (ep->epfd >= 0) close(ep->epfd);
     free(ep->scratch);
     free(ep->routes);
@@ -282,9 +281,10 @@ static cohort_status_t tcp_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
     ep->ev_ent.kind = FD_EVENT;
     ep->ev_ent.obj = ep;
     ep->epfd = epoll_create1(EPOLL_CLOEXEC);
-    ep->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    kit_wake_open(&ep->wake);
     struct epoll_event eev = { .events = EPOLLIN, .data.ptr = &ep->ev_ent };
-    if (ep->epfd < 0 || ep->evfd < 0 || epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->evfd, &eev) != 0) {
+    if (ep->epfd < 0 || ep->wake.fd < 0 ||
+        epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->wake.fd, &eev) != 0) {
         int e = errno;
         ep_destroy(ep);
         return host->error(COHORT_ERR_SYSTEM, "tcp: epoll setup for the endpoint of rank %d "

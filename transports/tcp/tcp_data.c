@@ -43,13 +43,7 @@ static void req_finish(tcp_req_t *r, cohort_status_t st)
     r->done = 1;
     r->status = st;
     tcp_ep_t *ep = r->conn->ep;
-    if (!ep->in_progress && r != ep->cur_req && !ep->signalled && ep->evfd >= 0) {
-        uint64_t one = 1;
-        ssize_t w;
-        do w = write(ep->evfd, &one, sizeof one);
-        while (w < 0 && errno == EINTR);
-        ep->signalled = 1;
-    }
+    if (r != ep->cur_req) kit_wake_signal(&ep->wake);   /* tcp_test's caller sees r itself */
 }
 
 static void seg_complete(seg_t *s)
@@ -622,16 +616,10 @@ cohort_status_t tcp_test(cohort_tp_req_t reqv, size_t *nbytes)
 cohort_status_t tcp_progress(cohort_tp_ep_t epv)
 {
     tcp_ep_t *ep = (tcp_ep_t *)epv;
-    if (ep->signalled) {
-        uint64_t v;
-        ssize_t r;
-        do r = read(ep->evfd, &v, sizeof v);
-        while (r < 0 && errno == EINTR);
-        ep->signalled = 0;
-    }
-    ep->in_progress = 1;
+    if (ep->wake.pending) kit_wake_drain(&ep->wake);
+    ep->wake.in_progress = 1;
     cohort_status_t st = ep_progress(ep);
-    ep->in_progress = 0;
+    ep->wake.in_progress = 0;
     return st;
 }
 

@@ -8,6 +8,7 @@
 #define COHORT_TCP_INT_H
 
 #include <cohort/plugin.h>
+#include "transports/common/kit_wake.h"
 
 #include "tcp_wire.h"
 
@@ -191,14 +192,12 @@ typedef struct tcp_ep {
     int accept_err_logged;
     tcp_conn_t *conns;
     unsigned char *scratch;
-    /* Wake-up for completions the caller cannot have seen: a request that completes inside
-     * another request's test() (or conn_test, or an isend/irecv of another request) makes
-     * evfd readable until the next progress(), so a core that tests what it waits for and
-     * then sleeps in poll(ep_fd) wakes up and finds it. */
-    int evfd;
+    /* Wake-up for completions the caller cannot have seen (kit_wake.h): a request that
+     * completes inside another request's test() (or conn_test, or an isend/irecv of another
+     * request) makes wake.fd, in the epoll set, readable until the next progress(), so a core
+     * that tests what it waits for and then sleeps in poll(ep_fd) wakes up and finds it. */
+    kit_wake_t wake;
     fdent_t ev_ent;
-    int signalled;
-    int in_progress;               /* inside progress(): completions are seen by the tests after */
     struct tcp_req *cur_req;       /* the request the current call is about */
 } tcp_ep_t;
 

@@ -111,11 +111,10 @@ const char *ux_status_words(cohort_status_t st)
     }
 }
 
+/* ep_fd's wake-up (kit_wake.h): the worker's fd is ep_fd, ucp_worker_signal makes it readable. */
 void ux_ep_signal(ux_ep_t *ep)
 {
-    if (ep->in_progress || ep->signalled) return;
-    ep->signalled = 1;
-    (void)ucp_worker_signal(ep->worker);
+    if (kit_wake_claim(&ep->wake)) (void)ucp_worker_signal(ep->worker);
 }
 
 static void job_hash(const cohort_host_v1_t *host, const char *job, unsigned char out[UX_MAC_LEN])
@@ -586,6 +585,7 @@ static cohort_status_t ux_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t *
     ep->comm_id = info->comm_id;
     ep->zcopy = zcopy;
     ep->efd = -1;
+    ep->wake.fd = -1;   /* the worker's fd is ep_fd: kit_wake_claim only */
     ep->hrx.ep = ep->brx.ep = ep;
     job_hash(host, info->job_id, ep->job_hash);
     host_id(host, ep->proc);
@@ -664,21 +664,21 @@ static cohort_status_t ux_ep_close(cohort_tp_ep_t epv)
 cohort_status_t ux_progress(cohort_tp_ep_t epv)
 {
     ux_ep_t *ep = (ux_ep_t *)epv;
-    ep->in_progress = 1;
+    ep->wake.in_progress = 1;
     for (int round = 0; round < 4; round++) {
         (void)ux_worker_progress(ep);
         ux_ep_work(ep);
         ucs_status_t s = ucp_worker_arm(ep->worker);
         if (s == UCS_OK) break;
         if (s != UCS_ERR_BUSY) {
-            ep->in_progress = 0;
+            ep->wake.in_progress = 0;
             return ep->host->error(COHORT_ERR_TRANSPORT, "ucx: rank %d: ucp_worker_arm failed: "
                                    "%s", ep->rank, ucs_status_string(s));
         }
         if (round == 3) (void)ucp_worker_signal(ep->worker);   /* still busy: stay readable */
     }
-    ep->signalled = 0;
-    ep->in_progress = 0;
+    ep->wake.pending = 0;   /* the worker is armed (or signalled): no wake-up of ours pends */
+    ep->wake.in_progress = 0;
     return COHORT_SUCCESS;
 }
 

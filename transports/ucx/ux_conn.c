@@ -581,7 +581,7 @@ static void flush_for_close(ux_conn_t *c)
     if (!UCS_PTR_IS_PTR(p)) return;   /* flushed at once, or refused (the ucp_ep has failed) */
     ux_wait_req(ep, p, ep->close_by);
     ucp_request_free(p);   /* if still in flight, UCX ends it with the forced close */
-    ep->signalled = 0;     /* ucp_worker_arm took the fd's events: the core must look again */
+    ep->wake.pending = 0;  /* ucp_worker_arm took the fd's events: the core must look again */
     ux_ep_signal(ep);
 }
 

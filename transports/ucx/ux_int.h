@@ -10,6 +10,7 @@
 #define COHORT_UX_INT_H
 
 #include <cohort/plugin.h>
+#include "transports/common/kit_wake.h"
 
 #include <ucp/api/ucp.h>
 
@@ -194,8 +195,7 @@ typedef struct ux_ep {
     ux_hello_t *early;            /* authenticated hellos waiting for accept() */
     unsigned char bbuf[UX_BYE_SIZE];  /* the posted receive for byes */
     ux_ctlrx_t brx;
-    int in_progress;
-    int signalled;
+    kit_wake_t wake;              /* ep_fd's wake-up: the decision only (wake.fd stays -1) */
     int nlost;                    /* conns with lost == 1 */
     double close_by;              /* conn_close flushes until then (one budget per burst) */
     int zcopy;                    /* large payloads in chunks (COHORT_UCX_ZCOPY) */

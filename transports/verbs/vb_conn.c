@@ -43,7 +43,7 @@ void vb_conn_fail(vb_conn_t *c, cohort_status_t st, const char *fmt, ...)
     if (c->fd >= 0) epoll_ctl(c->ep->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     for (vb_req_t *r = c->reqs; r; r = r->next) vb_req_done(r, st);
     c->txq = c->txq_tail = c->rq = c->rq_tail = NULL;
-    vb_signal_ep(c->ep);
+    kit_wake_signal(&c->ep->wake);
 }
 
 /* ---- the handshake ----------------------------------------------------------------------- */
@@ -135,7 +135,7 @@ static void conn_up(vb_conn_t *c)
                      c->ep->ctx->port, c->qp->qp_num, c->rqpn);
     vb_match(c);
     vb_pump(c);
-    vb_signal_ep(c->ep);
+    kit_wake_signal(&c->ep->wake);
 }
 
 /* Writes what is left of sbuf; 1 when done, 0 when blocked, -1 on failure. */
@@ -216,7 +216,7 @@ void vb_gone_check(vb_conn_t *c)
         }
     c->txq = c->txq_tail = NULL;
     if (!c->unexp_n) c->rq = c->rq_tail = NULL;
-    if (failed) vb_signal_ep(c->ep);
+    if (failed) kit_wake_signal(&c->ep->wake);
 }
 
 /* Advances one connection's handshake (and watches a live one's socket). */

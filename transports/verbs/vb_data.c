@@ -32,13 +32,6 @@
 
 static const char *wc_text(enum ibv_wc_status s) { return ibv_wc_status_str(s); }
 
-void vb_signal_ep(vb_ep_t *ep)
-{
-    if (ep->in_progress || ep->signalled) return;
-    uint64_t one = 1;
-    if (write(ep->evfd, &one, sizeof one) == (ssize_t)sizeof one) ep->signalled = 1;
-}
-
 void vb_epoll_set(vb_ep_t *ep, int fd, fdent_t *fe, uint32_t events, int op)
 {
     struct epoll_event ev;
@@ -59,7 +52,7 @@ void vb_req_done(vb_req_t *r, cohort_status_t st)
         vb_rc_put(&r->conn->ep->rc, r->reg);
         r->reg = NULL;
     }
-    vb_signal_ep(r->conn->ep);
+    kit_wake_signal(&r->conn->ep->wake);
 }
 
 void vb_req_free(vb_req_t *r)
@@ -559,12 +552,7 @@ cohort_status_t vb_ep_advance(vb_ep_t *ep, int full)
             case FD_INCOMING: vb_incoming_read(ep, fe->obj); break;
             case FD_CONN: vb_conn_sock(fe->obj); break;
             case FD_ASYNC: async_events(ep); break;
-            case FD_EVENT: {
-                uint64_t v;
-                if (read(ep->evfd, &v, sizeof v) < 0) { /* nothing to clear */ }
-                ep->signalled = 0;
-                break;
-            }
+            case FD_EVENT: kit_wake_drain(&ep->wake); break;
             case FD_COMP: {
                 struct ibv_cq *cq;
                 void *cctx;
@@ -597,9 +585,9 @@ cohort_status_t vb_progress(cohort_tp_ep_t e)
 {
     vb_ep_t *ep = e;
     if (!ep) return COHORT_ERR_INVALID_ARG;
-    ep->in_progress = 1;
+    ep->wake.in_progress = 1;
     cohort_status_t st = vb_ep_advance(ep, 1);
-    ep->in_progress = 0;
+    ep->wake.in_progress = 0;
     return st;
 }
 

@@ -10,6 +10,7 @@
 #define COHORT_VB_INT_H
 
 #include <cohort/plugin.h>
+#include "transports/common/kit_wake.h"
 
 #include "vb_credit.h"
 #include "vb_regcache.h"
@@ -165,7 +166,8 @@ typedef struct vb_ep {
     struct ibv_comp_channel *chan;
     struct ibv_cq *cq;
     unsigned cq_unacked;
-    int lfd, epfd, evfd;
+    int lfd, epfd;
+    kit_wake_t wake;                /* ep_fd's wake-up: its eventfd is in the epoll set */
     uint16_t lport;
     fdent_t fe_listen, fe_comp, fe_async, fe_event;
     vb_conn_t **conns;
@@ -174,7 +176,6 @@ typedef struct vb_ep {
     vb_regcache_t rc;
     int memev;                      /* vb_memev_start succeeded: the cache keeps registrations */
     unsigned fatal_seen;
-    int in_progress, signalled;
 } vb_ep_t;
 
 #define DEVPEER(c) (c)->ep->ctx->devname, (c)->ep->ctx->port, (c)->ep->rank, (c)->peer
@@ -190,7 +191,6 @@ typedef struct vb_addr {
 
 /* ---- vb_data.c: requests, posting, receiving, completions, async events, progress -------- */
 
-void vb_signal_ep(vb_ep_t *ep);
 void vb_epoll_set(vb_ep_t *ep, int fd, fdent_t *fe, uint32_t events, int op);
 void vb_req_done(vb_req_t *r, cohort_status_t st);
 void vb_req_free(vb_req_t *r);

@@ -65,7 +65,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -355,7 +354,7 @@ static cohort_status_t vb_ep_close(cohort_tp_ep_t e)
     while (ep->incoming) vb_incoming_drop(ep, ep->incoming);
     if (ep->lfd >= 0) close(ep->lfd);
     if (ep->epfd >= 0) close(ep->epfd);
-    if (ep->evfd >= 0) close(ep->evfd);
+    kit_wake_close(&ep->wake);
     if (ep->pd) {
         if (ep->rc.hits + ep->rc.misses)
             ep->host->log(COHORT_LOG_INFO, SUBSYS, "verbs: rank %d: registration cache: %llu "
@@ -416,7 +415,7 @@ static cohort_status_t vb_ep_open(cohort_tp_ctx_t c, const cohort_ep_info_t *inf
     ep->nranks = info->nranks;
     ep->comm_id = info->comm_id;
     snprintf(ep->job, sizeof ep->job, "%s", info->job_id ? info->job_id : "");
-    ep->lfd = ep->epfd = ep->evfd = -1;
+    ep->lfd = ep->epfd = ep->wake.fd = -1;
     ep->conns = calloc((size_t)info->nranks, sizeof *ep->conns);
     const char *what = NULL;
     int err = 0;
@@ -459,7 +458,7 @@ static cohort_status_t vb_ep_open(cohort_tp_ctx_t c, const cohort_ep_info_t *inf
     }
     ep->lport = ntohs(sa.sin_port);
     if ((ep->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) { what = "epoll_create1"; err = errno; goto fail; }
-    if ((ep->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) { what = "eventfd"; err = errno; goto fail; }
+    if (kit_wake_open(&ep->wake) < 0) { what = "eventfd"; err = errno; goto fail; }
     ep->fe_listen.kind = FD_LISTEN;
     ep->fe_comp.kind = FD_COMP;
     ep->fe_async.kind = FD_ASYNC;
@@ -467,7 +466,7 @@ static cohort_status_t vb_ep_open(cohort_tp_ctx_t c, const cohort_ep_info_t *inf
     vb_epoll_set(ep, ep->lfd, &ep->fe_listen, EPOLLIN, EPOLL_CTL_ADD);
     vb_epoll_set(ep, ep->chan->fd, &ep->fe_comp, EPOLLIN, EPOLL_CTL_ADD);
     vb_epoll_set(ep, x->dev->async_fd, &ep->fe_async, EPOLLIN, EPOLL_CTL_ADD);
-    vb_epoll_set(ep, ep->evfd, &ep->fe_event, EPOLLIN, EPOLL_CTL_ADD);
+    vb_epoll_set(ep, ep->wake.fd, &ep->fe_event, EPOLLIN, EPOLL_CTL_ADD);
     ep->fatal_seen = atomic_load(&x->fatal_gen);
 
     unsigned char *b = addr;
