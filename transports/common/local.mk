@@ -3,7 +3,8 @@
 # byte order of wire formats; kit_auth.h: constant-time MAC comparison; kit_fail.h: failure
 # messages of connections and requests, and the first lines of a connection's failure;
 # kit_settings.h: reading a setting of the plugin's own table; kit_wake.h: the wake-up rule of
-# ep_fd and its eventfd). Header-only for now: no library to link, nothing exported.
+# ep_fd and its eventfd; kit_objs.h: the fields of endpoints and connections and the lists that
+# hold them). Header-only for now: no library to link, nothing exported.
 noinst_HEADERS = transports/common/kit_bytes.h transports/common/kit_auth.h \
 	transports/common/kit_fail.h transports/common/kit_settings.h \
-	transports/common/kit_wake.h
+	transports/common/kit_wake.h transports/common/kit_objs.h

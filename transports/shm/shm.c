@@ -73,6 +73,7 @@
 #include <cohort/plugin.h>
 #include "transports/common/kit_bytes.h"
 #include "transports/common/kit_fail.h"
+#include "transports/common/kit_objs.h"
 #include "transports/common/kit_settings.h"
 
 #include "shm_int.h"
@@ -235,11 +236,7 @@ static cohort_status_t shm_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
                       host->reduce && host->reduce3 && host->reduce_finish;
     shm_ep_t *ep = calloc(1, sizeof *ep);
     if (!ep) return host->error(COHORT_ERR_NO_MEMORY, "shm: no memory for an endpoint");
-    ep->ctx = ctx;
-    ep->host = host;
-    ep->rank = info->rank;
-    ep->nranks = info->nranks;
-    ep->comm_id = info->comm_id;
+    KIT_EP_INIT(ep, ctx, host, info);
     snprintf(ep->job_id, sizeof ep->job_id, "%s", job);
     ep->slot_size = ((size_t)slot + SHM_PAGE - 1) / SHM_PAGE * SHM_PAGE;
     ep->ncells = (ep->slot_size - 3 * SHM_PAGE) / 2 / SHM_CELL_SIZE;
@@ -316,9 +313,7 @@ static void conn_free(shm_conn_t *c)
     if (c->slot) munmap(c->slot, c->slot_size);
     if (c->hdr_map) munmap(c->hdr_map, SHM_PAGE);
     if (c->pidfd >= 0) close(c->pidfd);
-    if (c->prev) c->prev->next = c->next;
-    else ep->conns = c->next;
-    if (c->next) c->next->prev = c->prev;
+    KIT_LIST_UNLINK(ep->conns, c);
     free(c);
 }
 
@@ -406,14 +401,9 @@ static shm_conn_t *conn_new(shm_ep_t *ep, int peer, int connector)
 {
     shm_conn_t *c = calloc(1, sizeof *c);
     if (!c) return NULL;
-    c->ep = ep;
-    c->peer = peer;
-    c->connector = connector;
-    c->state = C_CONNECTING;
+    KIT_CONN_INIT(c, ep, peer, connector, C_CONNECTING);
     c->pidfd = -1;
-    c->next = ep->conns;
-    if (ep->conns) ep->conns->prev = c;
-    ep->conns = c;
+    KIT_LIST_PUSH(ep->conns, c);
     return c;
 }
 

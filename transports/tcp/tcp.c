@@ -29,6 +29,7 @@
 #define _GNU_SOURCE 1
 #endif
 #include <cohort/plugin.h>
+#include "transports/common/kit_objs.h"
 #include "transports/common/kit_settings.h"
 
 #include "tcp_wire.h"
@@ -270,11 +271,7 @@ static cohort_status_t tcp_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
 
     tcp_ep_t *ep = calloc(1, sizeof *ep);
     if (!ep) return host->error(COHORT_ERR_NO_MEMORY, "tcp: no memory for an endpoint");
-    ep->ctx = ctx;
-    ep->host = host;
-    ep->rank = info->rank;
-    ep->nranks = info->nranks;
-    ep->comm_id = info->comm_id;
+    KIT_EP_INIT(ep, ctx, host, info);
     memcpy(ep->job_id, job, strlen(job));
     ep->nsocks = (int)nsocks;
     ep->probe_ms = probe_ms;
@@ -370,9 +367,7 @@ static cohort_status_t tcp_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
     *addrlen = len;
 
     pthread_mutex_lock(&ctx->lock);   /* communicators may open and close on several threads */
-    ep->next = ctx->eps;
-    if (ctx->eps) ctx->eps->prev = ep;
-    ctx->eps = ep;
+    KIT_LIST_PUSH(ctx->eps, ep);
     pthread_mutex_unlock(&ctx->lock);
     char where[600];
     size_t wu = 0;
@@ -393,9 +388,7 @@ static cohort_status_t tcp_ep_close(cohort_tp_ep_t epv)
     if (!ep) return COHORT_SUCCESS;
     tcp_ctx_t *ctx = ep->ctx;
     pthread_mutex_lock(&ctx->lock);
-    if (ep->prev) ep->prev->next = ep->next;
-    else ctx->eps = ep->next;
-    if (ep->next) ep->next->prev = ep->prev;
+    KIT_LIST_UNLINK(ctx->eps, ep);
     pthread_mutex_unlock(&ctx->lock);
     ep_destroy(ep);
     return COHORT_SUCCESS;

@@ -9,6 +9,7 @@
 #define _GNU_SOURCE 1
 #endif
 #include <cohort/plugin.h>
+#include "transports/common/kit_objs.h"
 
 #include "tcp_wire.h"
 #include "tcp_int.h"
@@ -126,9 +127,7 @@ void tcp_sock_connect_progress(tsock_t *s)
 static void inc_unlink(tcp_ep_t *ep, incoming_t *in)
 {
     if (in->state == IN_READY) {
-        if (in->prev) in->prev->next = in->next;
-        else ep->early = in->next;
-        if (in->next) in->next->prev = in->prev;
+        KIT_LIST_UNLINK(ep->early, in);
     } else {
         if (in->prev) in->prev->next = in->next;
         else ep->inc_h = in->next;
@@ -285,10 +284,7 @@ static void inc_ready(tcp_ep_t *ep, incoming_t *in)
 {
     inc_unlink(ep, in);
     in->state = IN_READY;
-    in->next = ep->early;
-    in->prev = NULL;
-    if (ep->early) ep->early->prev = in;
-    ep->early = in;
+    KIT_LIST_PUSH(ep->early, in);
     inc_set_events(ep, in, 0);
     ep->host->log(COHORT_LOG_TRACE, SUBSYS, "tcp: authenticated socket %d/%d from rank %d (%s)",
                   in->sock_idx, in->nsocks, in->src, in->addr);
@@ -446,10 +442,7 @@ static tcp_conn_t *conn_new(tcp_ep_t *ep, int peer, int connector)
 {
     tcp_conn_t *c = calloc(1, sizeof *c);
     if (!c) return NULL;
-    c->ep = ep;
-    c->peer = peer;
-    c->connector = connector;
-    c->state = C_CONNECTING;
+    KIT_CONN_INIT(c, ep, peer, connector, C_CONNECTING);
     snprintf(c->peer_addr, sizeof c->peer_addr, "(not connected yet)");
     for (int i = 0; i < TCP_MAX_NSOCKS; i++) {
         c->socks[i].ent.kind = FD_SOCK;
@@ -463,18 +456,14 @@ static tcp_conn_t *conn_new(tcp_ep_t *ep, int peer, int connector)
         free(c);
         return NULL;
     }
-    c->next = ep->conns;
-    if (ep->conns) ep->conns->prev = c;
-    ep->conns = c;
+    KIT_LIST_PUSH(ep->conns, c);
     return c;
 }
 
 void tcp_conn_destroy(tcp_conn_t *c)
 {
     tcp_ep_t *ep = c->ep;
-    if (c->prev) c->prev->next = c->next;
-    else ep->conns = c->next;
-    if (c->next) c->next->prev = c->prev;
+    KIT_LIST_UNLINK(ep->conns, c);
     tcp_conn_close_sockets(c);
     for (tcp_req_t *r = c->all, *next; r; r = next) {
         next = r->anext;

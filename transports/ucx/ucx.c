@@ -58,6 +58,7 @@
 #endif
 #include <cohort/plugin.h>
 #include "transports/common/kit_bytes.h"
+#include "transports/common/kit_objs.h"
 #include "transports/common/kit_settings.h"
 
 #include <ucp/api/ucp.h>
@@ -578,11 +579,7 @@ static cohort_status_t ux_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t *
                            "auto, 0, 1", zv);
     ux_ep_t *ep = calloc(1, sizeof *ep);
     if (!ep) return host->error(COHORT_ERR_NO_MEMORY, "ucx: no memory for an endpoint");
-    ep->ctx = ctx;
-    ep->host = host;
-    ep->rank = info->rank;
-    ep->nranks = info->nranks;
-    ep->comm_id = info->comm_id;
+    KIT_EP_INIT(ep, ctx, host, info);
     ep->zcopy = zcopy;
     ep->efd = -1;
     ep->wake.fd = -1;   /* the worker's fd is ep_fd: kit_wake_claim only */
@@ -637,9 +634,7 @@ static cohort_status_t ux_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t *
     ux_post_hello_recv(ep);
     ux_post_bye_recv(ep);
     pthread_mutex_lock(&ctx->lock);
-    ep->next = ctx->eps;
-    if (ctx->eps) ctx->eps->prev = ep;
-    ctx->eps = ep;
+    KIT_LIST_PUSH(ctx->eps, ep);
     pthread_mutex_unlock(&ctx->lock);
     host->log(COHORT_LOG_INFO, SUBSYS, "ucx: rank %d: worker address of %zu bytes; UCX "
               "transports %s", ep->rank, ep->addr_len, ctx->tls);
@@ -653,9 +648,7 @@ static cohort_status_t ux_ep_close(cohort_tp_ep_t epv)
     if (!ep) return COHORT_SUCCESS;
     ux_ctx_t *ctx = ep->ctx;
     pthread_mutex_lock(&ctx->lock);
-    if (ep->prev) ep->prev->next = ep->next;
-    else ctx->eps = ep->next;
-    if (ep->next) ep->next->prev = ep->prev;
+    KIT_LIST_UNLINK(ctx->eps, ep);
     pthread_mutex_unlock(&ctx->lock);
     ep_destroy(ep);
     return COHORT_SUCCESS;

@@ -14,6 +14,7 @@
 #include "transports/common/kit_auth.h"
 #include "transports/common/kit_bytes.h"
 #include "transports/common/kit_fail.h"
+#include "transports/common/kit_objs.h"
 
 #include <ucp/api/ucp.h>
 
@@ -126,13 +127,8 @@ static ux_conn_t *conn_new(ux_ep_t *ep, int peer, int connector)
 {
     ux_conn_t *c = calloc(1, sizeof *c);
     if (!c) return NULL;
-    c->ep = ep;
-    c->peer = peer;
-    c->connector = connector;
-    c->state = C_CONNECTING;
-    c->next = ep->conns;
-    if (ep->conns) ep->conns->prev = c;
-    ep->conns = c;
+    KIT_CONN_INIT(c, ep, peer, connector, C_CONNECTING);
+    KIT_LIST_PUSH(ep->conns, c);
     return c;
 }
 
@@ -167,9 +163,7 @@ void ux_conn_destroy(ux_conn_t *c)
     c->all = NULL;
     /* sends: their callbacks come with the close (none after ep_failed: ep_abandon in ucx.c) */
     if (!ep->job_failed) ux_conn_close_uep(c);
-    if (c->prev) c->prev->next = c->next;
-    else ep->conns = c->next;
-    if (c->next) c->next->prev = c->prev;
+    KIT_LIST_UNLINK(ep->conns, c);
     free(c);
 }
 static cohort_status_t uep_create(ux_conn_t *c, const void *addr, const unsigned char *proc)

@@ -47,6 +47,7 @@
 #endif
 #include <cohort/plugin.h>
 #include "transports/common/kit_bytes.h"
+#include "transports/common/kit_objs.h"
 #include "transports/common/kit_settings.h"
 
 #include "vb_hca.h"
@@ -409,11 +410,7 @@ static cohort_status_t vb_ep_open(cohort_tp_ctx_t c, const cohort_ep_info_t *inf
                            "%zu bytes, %d needed", *addrlen, VB_ADDR_SIZE);
     vb_ep_t *ep = calloc(1, sizeof *ep);
     if (!ep) return host->error(COHORT_ERR_NO_MEMORY, "verbs: no memory for an endpoint");
-    ep->ctx = x;
-    ep->host = host;
-    ep->rank = info->rank;
-    ep->nranks = info->nranks;
-    ep->comm_id = info->comm_id;
+    KIT_EP_INIT(ep, x, host, info);
     snprintf(ep->job, sizeof ep->job, "%s", info->job_id ? info->job_id : "");
     ep->lfd = ep->epfd = ep->wake.fd = -1;
     ep->conns = calloc((size_t)info->nranks, sizeof *ep->conns);
