@@ -75,6 +75,7 @@
 #include "transports/common/kit_fail.h"
 #include "transports/common/kit_objs.h"
 #include "transports/common/kit_settings.h"
+#include "transports/common/kit_table.h"
 
 #include "shm_int.h"
 
@@ -592,11 +593,7 @@ static cohort_status_t shm_progress(cohort_tp_ep_t epv)
     return COHORT_SUCCESS;
 }
 
-static int shm_ep_fd(cohort_tp_ep_t epv)
-{
-    shm_ep_t *ep = (shm_ep_t *)epv;
-    return ep ? ep->wfd : -1;
-}
+KIT_EP_FD(shm_ep_fd, shm_ep_t, wfd)
 
 /* ---- node collectives (protocol in coll.c) ------------------------------------------------ */
 
@@ -752,29 +749,7 @@ static const cohort_transport_coll_v1_t shm_coll_table = {
     .cancel = shm_coll_cancel_abi,
 };
 
-__attribute__((visibility("default")))
-const cohort_transport_v1_t cohort_transport_v1 = {
-    .size = sizeof(cohort_transport_v1_t),
-    .abi_version = COHORT_PLUGIN_ABI_VERSION,
-    .name = "shm",
-    .version = SHM_PLUGIN_VERSION,
-    .init = shm_init,
-    .finalize = shm_finalize,
-    .get_attr = shm_get_attr,
-    .ep_open = shm_ep_open,
-    .ep_close = shm_ep_close,
-    .can_reach = shm_can_reach,
-    .connect = shm_connect,
-    .accept = shm_accept,
-    .conn_test = shm_conn_test,
-    .conn_close = shm_conn_close,
-    .mem_reg = NULL,
-    .mem_dereg = NULL,
-    .isend = shm_isend,
-    .irecv = shm_irecv,
-    .test = shm_test,
-    .progress = shm_progress,
-    .ep_fd = shm_ep_fd,
-    .coll = &shm_coll_table,
-    .settings = shm_settings,
-};
+/* The plugin's table (kit_table.h: .init = shm_init ... .ep_fd = shm_ep_fd); no memory
+ * registration. */
+KIT_TRANSPORT_V1(shm, "shm", SHM_PLUGIN_VERSION, .coll = &shm_coll_table,
+                 .settings = shm_settings);

@@ -31,6 +31,7 @@
 #include <cohort/plugin.h>
 #include "transports/common/kit_objs.h"
 #include "transports/common/kit_settings.h"
+#include "transports/common/kit_table.h"
 
 #include "tcp_wire.h"
 #include "tcp_int.h"
@@ -394,34 +395,8 @@ static cohort_status_t tcp_ep_close(cohort_tp_ep_t epv)
     return COHORT_SUCCESS;
 }
 
-static int tcp_ep_fd(cohort_tp_ep_t epv)
-{
-    return epv ? ((tcp_ep_t *)epv)->epfd : -1;
-}
+KIT_EP_FD(tcp_ep_fd, tcp_ep_t, epfd)
 
-__attribute__((visibility("default")))
-const cohort_transport_v1_t cohort_transport_v1 = {
-    .size = sizeof(cohort_transport_v1_t),
-    .abi_version = COHORT_PLUGIN_ABI_VERSION,
-    .name = "tcp",
-    .version = TCP_PLUGIN_VERSION,
-    .init = tcp_init,
-    .finalize = tcp_finalize,
-    .get_attr = tcp_get_attr,
-    .ep_open = tcp_ep_open,
-    .ep_close = tcp_ep_close,
-    .can_reach = tcp_can_reach,
-    .connect = tcp_connect,
-    .accept = tcp_accept,
-    .conn_test = tcp_conn_test,
-    .conn_close = tcp_conn_close,
-    .mem_reg = NULL,
-    .mem_dereg = NULL,
-    .isend = tcp_isend,
-    .irecv = tcp_irecv,
-    .test = tcp_test,
-    .progress = tcp_progress,
-    .ep_fd = tcp_ep_fd,
-    .coll = NULL,
-    .settings = tcp_settings,
-};
+/* The plugin's table (kit_table.h: .init = tcp_init ... .ep_fd = tcp_ep_fd); no memory
+ * registration, no collectives. */
+KIT_TRANSPORT_V1(tcp, "tcp", TCP_PLUGIN_VERSION, .settings = tcp_settings);

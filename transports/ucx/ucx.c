@@ -60,6 +60,7 @@
 #include "transports/common/kit_bytes.h"
 #include "transports/common/kit_objs.h"
 #include "transports/common/kit_settings.h"
+#include "transports/common/kit_table.h"
 
 #include <ucp/api/ucp.h>
 
@@ -675,35 +676,8 @@ cohort_status_t ux_progress(cohort_tp_ep_t epv)
     return COHORT_SUCCESS;
 }
 
-static int ux_ep_fd(cohort_tp_ep_t epv)
-{
-    return epv ? ((ux_ep_t *)epv)->efd : -1;
-}
+KIT_EP_FD(ux_ep_fd, ux_ep_t, efd)
 
-__attribute__((visibility("default")))
-const cohort_transport_v1_t cohort_transport_v1 = {
-    .size = sizeof(cohort_transport_v1_t),
-    .abi_version = COHORT_PLUGIN_ABI_VERSION,
-    .name = "ucx",
-    .version = ux_version,
-    .init = ux_init,
-    .finalize = ux_finalize,
-    .get_attr = ux_get_attr,
-    .ep_open = ux_ep_open,
-    .ep_close = ux_ep_close,
-    .can_reach = ux_can_reach,
-    .connect = ux_connect,
-    .accept = ux_accept,
-    .conn_test = ux_conn_test,
-    .conn_close = ux_conn_close,
-    .mem_reg = ux_mem_reg,
-    .mem_dereg = ux_mem_dereg,
-    .isend = ux_isend,
-    .irecv = ux_irecv,
-    .test = ux_test,
-    .progress = ux_progress,
-    .ep_fd = ux_ep_fd,
-    .coll = NULL,
-    .ep_failed = ux_ep_failed,
-    .settings = ucx_settings,
-};
+/* The plugin's table (kit_table.h: .init = ux_init ... .ep_fd = ux_ep_fd); no collectives. */
+KIT_TRANSPORT_V1(ux, "ucx", ux_version, .mem_reg = ux_mem_reg, .mem_dereg = ux_mem_dereg,
+                 .ep_failed = ux_ep_failed, .settings = ucx_settings);

@@ -3,7 +3,7 @@
  * buffers, eager SENDs from the bounce buffers, RDMA WRITEs of large messages from buffers the
  * registration cache registers, credits), receiving (matching arrived EAGER and RTS messages to
  * posted receives, CTS), completion handling, the device's async events, progress (the
- * endpoint's epoll set and completion queue: progress, ep_fd) and the plugin API of messages:
+ * endpoint's epoll set, whose fd is ep_fd, and completion queue) and the plugin API of messages:
  * isend, irecv, test. The design ("Messages") is described at the top of verbs.c.
  */
 #ifndef _GNU_SOURCE
@@ -590,8 +590,6 @@ cohort_status_t vb_progress(cohort_tp_ep_t e)
     ep->wake.in_progress = 0;
     return st;
 }
-
-int vb_ep_fd(cohort_tp_ep_t e) { return e ? ((vb_ep_t *)e)->epfd : -1; }
 
 /* ---- messages ---------------------------------------------------------------------------- */
 

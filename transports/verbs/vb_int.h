@@ -202,7 +202,6 @@ void vb_match(vb_conn_t *c);
 int vb_poll_cq(vb_ep_t *ep);
 cohort_status_t vb_ep_advance(vb_ep_t *ep, int full);
 cohort_status_t vb_progress(cohort_tp_ep_t e);
-int vb_ep_fd(cohort_tp_ep_t e);
 cohort_status_t vb_isend(cohort_tp_conn_t cn, const void *buf, size_t len, uint64_t tag,
                          cohort_tp_mr_t mr, cohort_tp_req_t *reqp);
 cohort_status_t vb_irecv(cohort_tp_conn_t cn, void *buf, size_t len, uint64_t tag,

@@ -49,6 +49,7 @@
 #include "transports/common/kit_bytes.h"
 #include "transports/common/kit_objs.h"
 #include "transports/common/kit_settings.h"
+#include "transports/common/kit_table.h"
 
 #include "vb_hca.h"
 #include "vb_int.h"
@@ -515,29 +516,8 @@ static int vb_can_reach(cohort_tp_ep_t e, int peer, const void *blob, size_t len
     return 1;
 }
 
-__attribute__((visibility("default")))
-const cohort_transport_v1_t cohort_transport_v1 = {
-    .size = sizeof(cohort_transport_v1_t),
-    .abi_version = COHORT_PLUGIN_ABI_VERSION,
-    .name = "verbs",
-    .version = VB_VERSION,
-    .init = vb_init,
-    .finalize = vb_finalize,
-    .get_attr = vb_get_attr,
-    .ep_open = vb_ep_open,
-    .ep_close = vb_ep_close,
-    .can_reach = vb_can_reach,
-    .connect = vb_connect,
-    .accept = vb_accept,
-    .conn_test = vb_conn_test,
-    .conn_close = vb_conn_close,
-    .mem_reg = NULL,
-    .mem_dereg = NULL,
-    .isend = vb_isend,
-    .irecv = vb_irecv,
-    .test = vb_test,
-    .progress = vb_progress,
-    .ep_fd = vb_ep_fd,
-    .coll = NULL,
-    .settings = verbs_settings,
-};
+KIT_EP_FD(vb_ep_fd, vb_ep_t, epfd)
+
+/* The plugin's table (kit_table.h: .init = vb_init ... .ep_fd = vb_ep_fd); no memory
+ * registration (the registration cache works inside isend/irecv), no collectives. */
+KIT_TRANSPORT_V1(vb, "verbs", VB_VERSION, .settings = verbs_settings);
