@@ -60,4 +60,21 @@ static inline cohort_status_t kit_req_outcome(const cohort_host_v1_t *host, coho
     return host->error(st, "%s", req_msg ? req_msg : conn_msg);
 }
 
+/* The first checks of an isend or irecv (is_send) to or from rank peer: a request pointer (its
+ * *reqp becomes NULL), and a buffer unless len is 0. COHORT_SUCCESS, or COHORT_ERR_INVALID_ARG
+ * after host->error naming the call; plugin is the plugin's name ("tcp"). */
+static inline cohort_status_t kit_post_args(const cohort_host_v1_t *host, const char *plugin,
+                                            int is_send, const void *buf, size_t len, int peer,
+                                            cohort_tp_req_t *reqp)
+{
+    if (!reqp)
+        return host->error(COHORT_ERR_INVALID_ARG, "%s: isend/irecv need a request pointer",
+                           plugin);
+    *reqp = NULL;
+    if (len && !buf)
+        return host->error(COHORT_ERR_INVALID_ARG, "%s: %s of %zu bytes with a NULL buffer "
+                           "(rank %d)", plugin, is_send ? "isend" : "irecv", len, peer);
+    return COHORT_SUCCESS;
+}
+
 #endif /* COHORT_KIT_FAIL_H */

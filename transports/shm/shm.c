@@ -522,12 +522,8 @@ static cohort_status_t post(shm_conn_t *c, int is_send, void *buf, size_t len, u
                             cohort_tp_req_t *reqp)
 {
     const cohort_host_v1_t *host = c->ep->host;
-    if (!reqp) return host->error(COHORT_ERR_INVALID_ARG, "shm: isend/irecv need a request "
-                                  "pointer");
-    *reqp = NULL;
-    if (len && !buf)
-        return host->error(COHORT_ERR_INVALID_ARG, "shm: %s of %zu bytes with a NULL buffer "
-                           "(rank %d)", is_send ? "isend" : "irecv", len, c->peer);
+    cohort_status_t st = kit_post_args(host, "shm", is_send, buf, len, c->peer, reqp);
+    if (st) return st;
     if (c->state == C_FAILED) return host->error(c->err, "%s", c->errmsg);
     shm_req_t *r = shm_req_alloc(c);
     if (!r) return host->error(COHORT_ERR_NO_MEMORY, "shm: no memory for a request");

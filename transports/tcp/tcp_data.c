@@ -548,12 +548,8 @@ static cohort_status_t post(tcp_conn_t *c, int is_send, void *buf, size_t len, u
                             cohort_tp_req_t *reqp)
 {
     const cohort_host_v1_t *host = c->ep->host;
-    if (!reqp) return host->error(COHORT_ERR_INVALID_ARG, "tcp: isend/irecv need a request "
-                                  "pointer");
-    *reqp = NULL;
-    if (!buf && len)
-        return host->error(COHORT_ERR_INVALID_ARG, "tcp: %s of %zu bytes with a NULL buffer "
-                           "(rank %d)", is_send ? "isend" : "irecv", len, c->peer);
+    cohort_status_t st = kit_post_args(host, "tcp", is_send, buf, len, c->peer, reqp);
+    if (st) return st;
     if (c->state == C_FAILED) return host->error(c->err, "%s", c->errmsg);
     int cap = c->nsocks ? c->nsocks : TCP_MAX_NSOCKS;
     tcp_req_t *r = calloc(1, sizeof *r + (size_t)cap * sizeof(seg_t));

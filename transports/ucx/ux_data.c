@@ -514,12 +514,8 @@ static cohort_status_t post(ux_conn_t *c, int is_send, void *buf, size_t len, ui
                             ux_mr_t *mr, cohort_tp_req_t *reqp)
 {
     const cohort_host_v1_t *host = c->ep->host;
-    if (!reqp) return host->error(COHORT_ERR_INVALID_ARG, "ucx: isend/irecv need a request "
-                                  "pointer");
-    *reqp = NULL;
-    if (!buf && len)
-        return host->error(COHORT_ERR_INVALID_ARG, "ucx: %s of %zu bytes with a NULL buffer "
-                           "(rank %d)", is_send ? "isend" : "irecv", len, c->peer);
+    cohort_status_t st = kit_post_args(host, "ucx", is_send, buf, len, c->peer, reqp);
+    if (st) return st;
     if (c->state == C_FAILED || (c->peer_closed && (is_send || c->recv_seq >= c->closed_seq)))
         return host->error(c->err, "%s", c->errmsg);
     ux_req_t *r = ux_req_new(c, K_DATA, is_send);
