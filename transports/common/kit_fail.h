@@ -2,7 +2,9 @@
 /* The plugin kit (transports/common/, see kit_bytes.h): failure messages. A connection that
  * fails keeps one message (what failed, with which peer, what to try) that every request on
  * it reports; a request that fails alone keeps its own. Both reach the caller through
- * host->error when the request is tested (kit_req_outcome), so cohort_last_error names them. */
+ * host->error when the request is tested (kit_req_outcome), so cohort_last_error names them.
+ * Also the first checks of the arguments of connect, accept, isend and irecv, with their
+ * messages (kit_conn_args, kit_post_args). */
 #ifndef COHORT_KIT_FAIL_H
 #define COHORT_KIT_FAIL_H
 
@@ -58,6 +60,22 @@ static inline cohort_status_t kit_req_outcome(const cohort_host_v1_t *host, coho
         return st;
     }
     return host->error(st, "%s", req_msg ? req_msg : conn_msg);
+}
+
+/* The first checks of a connect or accept (call) to or from rank peer: a conn pointer (its
+ * *connp becomes NULL), and a peer in [0, nranks) other than this rank. COHORT_SUCCESS, or
+ * COHORT_ERR_INVALID_ARG after host->error naming the call; plugin is the plugin's name. */
+static inline cohort_status_t kit_conn_args(const cohort_host_v1_t *host, const char *plugin,
+                                            const char *call, int rank, int nranks, int peer,
+                                            cohort_tp_conn_t *connp)
+{
+    if (!connp)
+        return host->error(COHORT_ERR_INVALID_ARG, "%s: %s needs a conn pointer", plugin, call);
+    *connp = NULL;
+    if (peer < 0 || peer >= nranks || peer == rank)
+        return host->error(COHORT_ERR_INVALID_ARG, "%s: %s: rank %d is not a peer in [0,%d) of "
+                           "rank %d", plugin, call, peer, nranks, rank);
+    return COHORT_SUCCESS;
 }
 
 /* The first checks of an isend or irecv (is_send) to or from rank peer: a request pointer (its

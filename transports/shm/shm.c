@@ -413,11 +413,8 @@ static cohort_status_t shm_connect(cohort_tp_ep_t epv, int peer, const void *pee
 {
     shm_ep_t *ep = (shm_ep_t *)epv;
     const cohort_host_v1_t *host = ep->host;
-    if (!connp) return host->error(COHORT_ERR_INVALID_ARG, "shm: connect needs a conn pointer");
-    *connp = NULL;
-    if (peer < 0 || peer >= ep->nranks || peer == ep->rank)
-        return host->error(COHORT_ERR_INVALID_ARG, "shm: connect: rank %d is not a peer in "
-                           "[0,%d) of rank %d", peer, ep->nranks, ep->rank);
+    cohort_status_t st = kit_conn_args(host, "shm", "connect", ep->rank, ep->nranks, peer, connp);
+    if (st) return st;
     shm_addr_t a;
     if (addr_parse(peer_addr, addrlen, &a) < 0)
         return host->error(COHORT_ERR_INVALID_ARG, "shm: connect: the address of rank %d is not "
@@ -443,11 +440,8 @@ static cohort_status_t shm_accept(cohort_tp_ep_t epv, int peer, cohort_tp_conn_t
 {
     shm_ep_t *ep = (shm_ep_t *)epv;
     const cohort_host_v1_t *host = ep->host;
-    if (!connp) return host->error(COHORT_ERR_INVALID_ARG, "shm: accept needs a conn pointer");
-    *connp = NULL;
-    if (peer < 0 || peer >= ep->nranks || peer == ep->rank)
-        return host->error(COHORT_ERR_INVALID_ARG, "shm: accept: rank %d is not a peer in "
-                           "[0,%d) of rank %d", peer, ep->nranks, ep->rank);
+    cohort_status_t st = kit_conn_args(host, "shm", "accept", ep->rank, ep->nranks, peer, connp);
+    if (st) return st;
     for (shm_conn_t *o = ep->conns; o; o = o->next)
         if (!o->connector && o->peer == peer)
             return host->error(COHORT_ERR_INVALID_ARG, "shm: accept: rank %d is already "
@@ -456,8 +450,7 @@ static cohort_status_t shm_accept(cohort_tp_ep_t epv, int peer, cohort_tp_conn_t
         if (ep->segfd >= 0)   /* an earlier creation failed half-way (reported then) */
             return host->error(COHORT_ERR_SYSTEM, "shm: rank %d: segment %s could not be set "
                                "up (see the earlier error)", ep->rank, ep->segname);
-        cohort_status_t st = shm_ep_create_segment(ep);
-        if (st) return st;
+        if ((st = shm_ep_create_segment(ep))) return st;
     } else if (!ep->linked) {
         return host->error(COHORT_ERR_INVALID_ARG, "shm: rank %d: accept(%d) after every "
                            "earlier accept of the endpoint completed and its segment %s was "

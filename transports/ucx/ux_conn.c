@@ -708,11 +708,8 @@ cohort_status_t ux_connect(cohort_tp_ep_t epv, int peer, const void *peer_addr,
 {
     ux_ep_t *ep = (ux_ep_t *)epv;
     const cohort_host_v1_t *host = ep->host;
-    if (!connp) return host->error(COHORT_ERR_INVALID_ARG, "ucx: connect needs a conn pointer");
-    *connp = NULL;
-    if (peer < 0 || peer >= ep->nranks || peer == ep->rank)
-        return host->error(COHORT_ERR_INVALID_ARG, "ucx: connect: rank %d is not a peer in "
-                           "[0,%d)", peer, ep->nranks);
+    cohort_status_t st = kit_conn_args(host, "ucx", "connect", ep->rank, ep->nranks, peer, connp);
+    if (st) return st;
     char why[400];
     if (blob_check(ep, peer, peer_addr, addrlen, why, sizeof why) != 0)
         return host->error(COHORT_ERR_INVALID_ARG, "ucx: rank %d connecting to rank %d: %s "
@@ -762,11 +759,8 @@ cohort_status_t ux_accept(cohort_tp_ep_t epv, int peer, cohort_tp_conn_t *connp)
 {
     ux_ep_t *ep = (ux_ep_t *)epv;
     const cohort_host_v1_t *host = ep->host;
-    if (!connp) return host->error(COHORT_ERR_INVALID_ARG, "ucx: accept needs a conn pointer");
-    *connp = NULL;
-    if (peer < 0 || peer >= ep->nranks || peer == ep->rank)
-        return host->error(COHORT_ERR_INVALID_ARG, "ucx: accept: rank %d is not a peer in "
-                           "[0,%d)", peer, ep->nranks);
+    cohort_status_t st = kit_conn_args(host, "ucx", "accept", ep->rank, ep->nranks, peer, connp);
+    if (st) return st;
     if (find_conn(ep, peer, 0))
         return host->error(COHORT_ERR_INVALID_ARG, "ucx: accept: rank %d is already accepted on "
                            "this endpoint", peer);
