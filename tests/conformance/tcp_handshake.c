@@ -172,9 +172,7 @@ static void sign_hello(tcp_hello_t *h, unsigned char *b, int forge)
         for (int i = 0; i < TCP_MAC_LEN; i++) b[TCP_HELLO_MAC_OFF + i] = (unsigned char)rand();
         return;
     }
-    unsigned char in[TCP_HELLO_MAC_INPUT];
-    tcp_hello_mac_input(b, in);
-    H->auth(in, sizeof in, b + TCP_HELLO_MAC_OFF);
+    tcp_hello_seal(H, b);
 }
 
 typedef struct closed_arg {

@@ -236,7 +236,7 @@ static void tcp_wire_seeds(void)
     h.magic = TCP_ACK_MAGIC;
     hello_check_seed("check-hello-magic", 1, h);
     h = sample_hello();
-    h.version = 3;
+    h.version = TCP_PROTO_VERSION + 1;
     hello_check_seed("check-hello-version", 1, h);
     h = sample_hello();
     snprintf(h.job_id, sizeof h.job_id, "job-12345");

@@ -45,7 +45,7 @@ check_PROGRAMS += tests/unit/test_tcp_wire
 TESTS += tests/unit/test_tcp_wire
 tests_unit_test_tcp_wire_SOURCES = tests/unit/test_tcp_wire.c transports/tcp/tcp_wire.h
 tests_unit_test_tcp_wire_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_unit_test_tcp_wire_LDADD = $(CHECK_LIBS)
+tests_unit_test_tcp_wire_LDADD = libcohort-core.la $(CHECK_LIBS)
 endif
 # The request engine on one-rank communicators (also under ThreadSanitizer in CI).
 if HAVE_CHECK

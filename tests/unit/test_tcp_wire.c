@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests for the TCP transport's address blob and probe marker (transports/tcp/tcp_wire.h):
- * round trip, truncated and oversized blobs, candidate counts, versions and field checks. */
+ * round trip, truncated and oversized blobs, candidate counts, versions and field checks; and its
+ * handshake in the plugin kit's frame form (transports/common/kit_auth.h): a sealed hello, an
+ * ack sealed to the hello it answers, each refused under another secret, with any byte changed,
+ * or (the ack) against another hello; the kit's MAC over a list of parts. */
 #include <check.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -8,6 +11,7 @@
 #include <sys/socket.h>
 
 #include <cohort/plugin.h>
+#include "core/hmac.h"
 #include "transports/tcp/tcp_wire.h"
 
 static tcp_addr_t sample(unsigned ncand)
@@ -228,6 +232,164 @@ START_TEST(probe_marker)
 }
 END_TEST
 
+/* ---- the handshake's frames --------------------------------------------------------------- */
+
+/* Two hosts whose auth is HMAC-SHA256 under two different secrets (only auth is used). */
+static void auth_a(const void *data, size_t len, unsigned char out[32])
+{
+    cohort_hmac_sha256("secret-a", 8, data, len, out);
+}
+
+static void auth_b(const void *data, size_t len, unsigned char out[32])
+{
+    cohort_hmac_sha256("secret-b", 8, data, len, out);
+}
+
+static const cohort_host_v1_t host_a = { .size = sizeof(cohort_host_v1_t), .auth = auth_a };
+static const cohort_host_v1_t host_b = { .size = sizeof(cohort_host_v1_t), .auth = auth_b };
+
+static void sample_hello(unsigned char b[TCP_HELLO_SIZE], unsigned char nonce_seed)
+{
+    tcp_hello_t h;
+    memset(&h, 0, sizeof h);
+    h.magic = TCP_HELLO_MAGIC;
+    h.version = TCP_PROTO_VERSION;
+    snprintf(h.job_id, sizeof h.job_id, "job-1234");
+    h.comm_id = 7;
+    h.src = 1;
+    h.dst = 2;
+    h.nranks = 4;
+    h.sock_idx = 1;
+    h.nsocks = 2;
+    for (int i = 0; i < TCP_NONCE_LEN; i++) h.nonce[i] = (unsigned char)(nonce_seed + i);
+    tcp_hello_encode(&h, b);
+    tcp_hello_seal(&host_a, b);
+}
+
+START_TEST(hello_sealed)
+{
+    unsigned char b[TCP_HELLO_SIZE];
+    sample_hello(b, 0x10);
+    ck_assert(!memcmp(b, "CTCH", 4));
+    ck_assert(tcp_hello_valid(&host_a, b));
+    /* the MAC is the kit's: over the fields before it, which start with the magic */
+    unsigned char mac[TCP_MAC_LEN];
+    auth_a(b, TCP_HELLO_MAC_OFF, mac);
+    ck_assert(!memcmp(mac, b + TCP_HELLO_MAC_OFF, TCP_MAC_LEN));
+    /* another secret */
+    ck_assert(!tcp_hello_valid(&host_b, b));
+    /* any byte changed, fields or MAC */
+    for (int i = 0; i < TCP_HELLO_SIZE; i++) {
+        b[i] ^= 0x01;
+        ck_assert_msg(!tcp_hello_valid(&host_a, b), "byte %d changed and still valid", i);
+        b[i] ^= 0x01;
+    }
+    ck_assert(tcp_hello_valid(&host_a, b));
+}
+END_TEST
+
+START_TEST(ack_sealed_to_hello)
+{
+    unsigned char hello[TCP_HELLO_SIZE], other[TCP_HELLO_SIZE], ack[TCP_ACK_SIZE];
+    sample_hello(hello, 0x10);
+    sample_hello(other, 0x20);   /* the same hello with another nonce */
+    tcp_ack_seal(&host_a, ack, hello, 2, 1);
+    ck_assert(!memcmp(ack, "CTCK", 4));
+    ck_assert_uint_eq(kit_get_le32(ack + 4), TCP_PROTO_VERSION);
+    ck_assert_uint_eq(kit_get_le32(ack + 8), 2);
+    ck_assert_uint_eq(kit_get_le32(ack + 12), 1);
+    ck_assert(tcp_ack_valid(&host_a, ack, hello));
+    ck_assert_ptr_null(tcp_ack_check(ack, tcp_ack_valid(&host_a, ack, hello), 2, 1));
+    /* the MAC covers the ack's fields, then every byte of the hello it answers */
+    unsigned char in[TCP_ACK_MAC_OFF + TCP_HELLO_SIZE], mac[TCP_MAC_LEN];
+    memcpy(in, ack, TCP_ACK_MAC_OFF);
+    memcpy(in + TCP_ACK_MAC_OFF, hello, TCP_HELLO_SIZE);
+    auth_a(in, sizeof in, mac);
+    ck_assert(!memcmp(mac, ack + TCP_ACK_MAC_OFF, TCP_MAC_LEN));
+    /* bound to another hello (another nonce): refused */
+    ck_assert(!tcp_ack_valid(&host_a, ack, other));
+    const char *why = tcp_ack_check(ack, tcp_ack_valid(&host_a, ack, other), 2, 1);
+    ck_assert_ptr_nonnull(why);
+    ck_assert_ptr_nonnull(strstr(why, "HMAC does not verify"));
+    /* any byte of the hello changed */
+    for (int i = 0; i < TCP_HELLO_SIZE; i++) {
+        hello[i] ^= 0x80;
+        ck_assert_msg(!tcp_ack_valid(&host_a, ack, hello), "hello byte %d changed, ack valid", i);
+        hello[i] ^= 0x80;
+    }
+    /* another secret */
+    ck_assert(!tcp_ack_valid(&host_b, ack, hello));
+    unsigned char forged[TCP_ACK_SIZE];
+    tcp_ack_seal(&host_b, forged, hello, 2, 1);
+    ck_assert(!tcp_ack_valid(&host_a, forged, hello));
+    /* any byte of the ack changed */
+    for (int i = 0; i < TCP_ACK_SIZE; i++) {
+        ack[i] ^= 0x01;
+        ck_assert_msg(!tcp_ack_valid(&host_a, ack, hello), "ack byte %d changed, still valid", i);
+        ack[i] ^= 0x01;
+    }
+    ck_assert(tcp_ack_valid(&host_a, ack, hello));
+    /* an ack sealed on its own (not to the hello), or the hello's own MAC, does not pass */
+    unsigned char loose[TCP_ACK_SIZE];
+    memcpy(loose, ack, TCP_ACK_SIZE);
+    kit_frame_seal(&host_a, loose, TCP_ACK_SIZE);
+    ck_assert(!tcp_ack_valid(&host_a, loose, hello));
+    memcpy(loose + TCP_ACK_MAC_OFF, hello + TCP_HELLO_MAC_OFF, TCP_MAC_LEN);
+    ck_assert(!tcp_ack_valid(&host_a, loose, hello));
+    /* the other refusals keep their order and words */
+    ck_assert_str_eq(tcp_ack_check(ack, 1, 3, 1), "it answers for another rank or socket");
+    ck_assert_str_eq(tcp_ack_check(ack, 1, 2, 0), "it answers for another rank or socket");
+    ck_assert_str_eq(tcp_ack_check(hello, 1, 2, 1), "not a cohort tcp acknowledgement");
+    kit_put_le32(ack + 4, TCP_PROTO_VERSION - 1);
+    ck_assert_str_eq(tcp_ack_check(ack, 1, 2, 1), "protocol version differs");
+}
+END_TEST
+
+START_TEST(frames_domain_separated)
+{
+    /* one key for every MAC: each kind's input starts with bytes of its own (the frames' magics,
+     * the labels of the address blob's hashes), and no frame's magic is another's */
+    unsigned char hello[TCP_HELLO_SIZE], ack[TCP_ACK_SIZE];
+    sample_hello(hello, 0x10);
+    tcp_ack_seal(&host_a, ack, hello, 2, 1);
+    const unsigned char *lead[] = { hello, ack, (const unsigned char *)"CTAD",
+                                    (const unsigned char *)"CTPR",
+                                    (const unsigned char *)TCP_LABEL_JOB };
+    for (int i = 0; i < 5; i++)
+        for (int j = i + 1; j < 5; j++)
+            ck_assert_msg(memcmp(lead[i], lead[j], 4) != 0, "kinds %d and %d share a magic", i, j);
+    ck_assert(!memcmp(TCP_LABEL_NETNS, TCP_LABEL_JOB, 4));   /* both labels: they differ later */
+    ck_assert(memcmp(TCP_LABEL_JOB, TCP_LABEL_NETNS, sizeof TCP_LABEL_JOB) != 0);
+}
+END_TEST
+
+START_TEST(kit_parts)
+{
+    /* a list of parts is MACed as their concatenation */
+    const char *msg = "cohort-test-label and some bytes";
+    unsigned char one[KIT_MAC_LEN], parts_mac[KIT_MAC_LEN];
+    auth_a(msg, strlen(msg), one);
+    const kit_part_t parts[3] = { { msg, 10 }, { msg + 10, 0 }, { msg + 10, strlen(msg) - 10 } };
+    ck_assert_int_eq(kit_mac_parts(&host_a, parts, 3, parts_mac), 0);
+    ck_assert(!memcmp(one, parts_mac, KIT_MAC_LEN));
+    ck_assert(kit_mac_parts_valid(&host_a, parts, 3, one));
+    ck_assert(!kit_mac_parts_valid(&host_b, parts, 3, one));
+    one[31] ^= 1;
+    ck_assert(!kit_mac_parts_valid(&host_a, parts, 3, one));
+    /* too long for one input: refused, never a MAC that verifies */
+    static unsigned char big[KIT_MAC_INPUT_MAX + 1];
+    const kit_part_t huge[2] = { { big, KIT_MAC_INPUT_MAX }, { big, 1 } };
+    unsigned char zero[KIT_MAC_LEN] = { 0 };
+    ck_assert_int_eq(kit_mac_parts(&host_a, huge, 2, parts_mac), -1);
+    ck_assert(!memcmp(parts_mac, zero, KIT_MAC_LEN));
+    ck_assert(!kit_mac_parts_valid(&host_a, huge, 2, zero));
+    const kit_part_t fits[1] = { { big, KIT_MAC_INPUT_MAX } };
+    ck_assert_int_eq(kit_mac_parts(&host_a, fits, 1, parts_mac), 0);
+    /* kit_frame_valid_to refuses a frame too short to hold a MAC */
+    ck_assert(!kit_frame_valid_to(&host_a, big, KIT_MAC_LEN - 1, big, 4));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tcp_wire");
@@ -243,6 +405,12 @@ int main(void)
     tcase_add_test(tc, addr_fields);
     tcase_add_test(tc, probe_marker);
     suite_add_tcase(s, tc);
+    TCase *hs = tcase_create("handshake");
+    tcase_add_test(hs, hello_sealed);
+    tcase_add_test(hs, ack_sealed_to_hello);
+    tcase_add_test(hs, frames_domain_separated);
+    tcase_add_test(hs, kit_parts);
+    suite_add_tcase(s, hs);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

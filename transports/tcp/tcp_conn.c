@@ -103,10 +103,8 @@ void tcp_sock_connect_progress(tsock_t *s)
             }
             s->ack_off += (size_t)r;
             if (s->ack_off < TCP_ACK_SIZE) return;
-            unsigned char in[TCP_ACK_MAC_INPUT], mac[TCP_MAC_LEN];
-            tcp_ack_mac_input(s->hello, s->ack, in);
-            host->auth(in, sizeof in, mac);
-            const char *why = tcp_ack_check(s->ack, mac, c->peer, s->idx);
+            const char *why = tcp_ack_check(s->ack, tcp_ack_valid(host, s->ack, s->hello),
+                                            c->peer, s->idx);
             if (why) {
                 tcp_conn_fail(c, COHORT_ERR_TRANSPORT, "tcp: the endpoint at %s that should be "
                               "rank %d failed authentication: %s", c->peer_addr, c->peer, why);
@@ -240,10 +238,7 @@ static int inc_validate(tcp_ep_t *ep, incoming_t *in)
         inc_reject(ep, in, "%s", why);
         return 0;
     }
-    unsigned char min[TCP_HELLO_MAC_INPUT], mac[TCP_MAC_LEN];
-    tcp_hello_mac_input(in->hello, min);
-    host->auth(min, sizeof min, mac);
-    if (!kit_ct_equal(mac, h.mac, TCP_MAC_LEN)) {
+    if (!tcp_hello_valid(host, in->hello)) {
         inc_reject(ep, in, "HMAC does not verify (the peer does not hold this job's secret: "
                    "forged or stray connection, or a different COHORT_SECRET)");
         return 0;
@@ -260,14 +255,8 @@ static int inc_validate(tcp_ep_t *ep, incoming_t *in)
     in->src = (int)h.src;
     in->sock_idx = (int)h.sock_idx;
     in->nsocks = (int)h.nsocks;
-    /* Answer with our own proof over the connector's hello (which holds its fresh nonce). */
-    kit_put_le32(in->ack, TCP_ACK_MAGIC);
-    kit_put_le32(in->ack + 4, TCP_PROTO_VERSION);
-    kit_put_le32(in->ack + 8, (uint32_t)ep->rank);
-    kit_put_le32(in->ack + 12, h.sock_idx);
-    unsigned char ain[TCP_ACK_MAC_INPUT];
-    tcp_ack_mac_input(in->hello, in->ack, ain);
-    host->auth(ain, sizeof ain, in->ack + TCP_ACK_MAC_OFF);
+    /* Answer with our own proof, sealed to the connector's hello (which holds its fresh nonce). */
+    tcp_ack_seal(host, in->ack, in->hello, (uint32_t)ep->rank, h.sock_idx);
     in->state = IN_ACK;
     return 1;
 }
@@ -557,9 +546,7 @@ cohort_status_t tcp_connect(cohort_tp_ep_t epv, int peer, const void *peer_addr,
         h.nsocks = (uint32_t)c->nsocks;
         make_nonce(host, h.nonce);
         tcp_hello_encode(&h, s->hello);
-        unsigned char min[TCP_HELLO_MAC_INPUT];
-        tcp_hello_mac_input(s->hello, min);
-        host->auth(min, sizeof min, s->hello + TCP_HELLO_MAC_OFF);
+        tcp_hello_seal(host, s->hello);
         s->state = S_CONNECTING;
         struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = &s->ent };
         if (epoll_ctl(ep->epfd, EPOLL_CTL_ADD, s->fd, &ev) != 0) {

@@ -22,15 +22,21 @@
  *     0 magic "CTPR"   4 version u32
  * then closes. A listener that reads this instead of a hello closes the socket quietly.
  *
- * Handshake, one per socket. The connector sends a hello:
+ * Handshake, one per socket, in the plugin kit's frame form (transports/common/kit_auth.h). The
+ * connector sends a hello, sealed (kit_frame_seal: its MAC covers the bytes before it, which
+ * start with the magic "CTCH"):
  *     0 magic "CTCH"   4 version u32   8 job id[64] (NUL padded)   72 comm id u64
  *    80 src rank u32  84 dst rank u32 88 nranks u32  92 socket index u32  96 nsocks u32
- *   100 flags u32 (0) 104 nonce[16]   120 mac[32] = auth("cohort-tcp-hello" NUL, bytes 0..120)
- * The acceptor checks everything and answers with an ack:
+ *   100 flags u32 (0) 104 nonce[16]   120 mac[32] = auth(bytes 0..120)
+ * The acceptor checks everything and answers with an ack sealed to that hello
+ * (kit_frame_seal_to: its MAC covers its own fields, which start with the magic "CTCK", followed
+ * by all TCP_HELLO_SIZE bytes of the hello (the connector's fresh nonce among them), so an ack
+ * cannot be replayed to another hello):
  *     0 magic "CTCK"   4 version u32   8 acceptor rank u32   12 socket index u32
- *    16 mac[32] = auth("cohort-tcp-ack" NUL, hello bytes 0..120, ack bytes 0..16)
- * (the hello bytes include the connector's fresh nonce, so an ack cannot be replayed). Anything
- * wrong and the acceptor closes the socket without an answer.
+ *    16 mac[32] = auth(ack bytes 0..16, hello bytes 0..152)
+ * Anything wrong and the acceptor closes the socket without an answer. (Version 2 MACed
+ * "cohort-tcp-hello" NUL + the hello's fields, and "cohort-tcp-ack" NUL + the hello's fields +
+ * the ack's: a version 2 peer is refused for its version.)
  *
  * Messages: a header {tag u64, length u64} on socket 0, then the payload. A payload shorter
  * than TCP_SPLIT_MIN (or any payload when there is one socket) follows its header on socket 0;
@@ -55,7 +61,8 @@
 #include "transports/common/kit_auth.h"
 #include "transports/common/kit_bytes.h"
 
-#define TCP_PROTO_VERSION 2u   /* 2: multi-address blob and the reachability probe */
+#define TCP_PROTO_VERSION 3u   /* 2: multi-address blob and the reachability probe; 3: hello and
+                                  ack in the kit's frame form */
 #define TCP_ADDR_MAGIC    0x44415443u   /* "CTAD" read as little-endian */
 #define TCP_HELLO_MAGIC   0x48435443u   /* "CTCH" */
 #define TCP_ACK_MAGIC     0x4b435443u   /* "CTCK" */
@@ -82,9 +89,9 @@
 #define TCP_ACK_MAC_OFF 16
 #define TCP_MSG_HDR_SIZE 16
 
+/* Labels of the MACs that are not frames (the address blob's job hash and network namespace
+ * id); the frames' MACs start with their magic instead ("CTCH", "CTCK"). */
 #define TCP_LABEL_JOB   "cohort-tcp-job"
-#define TCP_LABEL_HELLO "cohort-tcp-hello"
-#define TCP_LABEL_ACK   "cohort-tcp-ack"
 #define TCP_LABEL_NETNS "cohort-tcp-netns"
 
 /* Decoded hello. */
@@ -129,22 +136,40 @@ static inline void tcp_hello_decode(const unsigned char *b, tcp_hello_t *h)
     memcpy(h->mac, b + TCP_HELLO_MAC_OFF, TCP_MAC_LEN);
 }
 
-/* MAC input of a hello: label NUL + the first TCP_HELLO_MAC_OFF bytes. */
-#define TCP_HELLO_MAC_INPUT (sizeof TCP_LABEL_HELLO + TCP_HELLO_MAC_OFF)
-static inline void tcp_hello_mac_input(const unsigned char *hello, unsigned char *in)
+/* Seals an encoded hello: its MAC (bytes TCP_HELLO_MAC_OFF..) over bytes 0..TCP_HELLO_MAC_OFF. */
+static inline void tcp_hello_seal(const cohort_host_v1_t *host,
+                                  unsigned char hello[TCP_HELLO_SIZE])
 {
-    memcpy(in, TCP_LABEL_HELLO, sizeof TCP_LABEL_HELLO);
-    memcpy(in + sizeof TCP_LABEL_HELLO, hello, TCP_HELLO_MAC_OFF);
+    kit_frame_seal(host, hello, TCP_HELLO_SIZE);
 }
 
-/* MAC input of an ack: label NUL + hello bytes 0..120 + ack bytes 0..16. */
-#define TCP_ACK_MAC_INPUT (sizeof TCP_LABEL_ACK + TCP_HELLO_MAC_OFF + TCP_ACK_MAC_OFF)
-static inline void tcp_ack_mac_input(const unsigned char *hello, const unsigned char *ack,
-                                     unsigned char *in)
+/* 1 when the hello's MAC verifies (constant time), else 0. */
+static inline int tcp_hello_valid(const cohort_host_v1_t *host,
+                                  const unsigned char hello[TCP_HELLO_SIZE])
 {
-    memcpy(in, TCP_LABEL_ACK, sizeof TCP_LABEL_ACK);
-    memcpy(in + sizeof TCP_LABEL_ACK, hello, TCP_HELLO_MAC_OFF);
-    memcpy(in + sizeof TCP_LABEL_ACK + TCP_HELLO_MAC_OFF, ack, TCP_ACK_MAC_OFF);
+    return kit_frame_valid(host, hello, TCP_HELLO_SIZE);
+}
+
+/* Writes the ack of rank `rank` for socket sock_idx, sealed to the hello it answers (all its
+ * TCP_HELLO_SIZE bytes). */
+static inline void tcp_ack_seal(const cohort_host_v1_t *host, unsigned char ack[TCP_ACK_SIZE],
+                                const unsigned char hello[TCP_HELLO_SIZE], uint32_t rank,
+                                uint32_t sock_idx)
+{
+    kit_put_le32(ack, TCP_ACK_MAGIC);
+    kit_put_le32(ack + 4, TCP_PROTO_VERSION);
+    kit_put_le32(ack + 8, rank);
+    kit_put_le32(ack + 12, sock_idx);
+    (void)kit_frame_seal_to(host, ack, TCP_ACK_SIZE, hello, TCP_HELLO_SIZE);
+}
+
+/* 1 when the ack's MAC is the one an acceptor holding this job's secret seals to this hello
+ * (constant time), else 0. */
+static inline int tcp_ack_valid(const cohort_host_v1_t *host,
+                                const unsigned char ack[TCP_ACK_SIZE],
+                                const unsigned char hello[TCP_HELLO_SIZE])
+{
+    return kit_frame_valid_to(host, ack, TCP_ACK_SIZE, hello, TCP_HELLO_SIZE);
 }
 
 /* MAC input of the job hash in the address blob. */
@@ -297,7 +322,7 @@ enum {
 };
 
 /* The acceptor's checks of a decoded hello, in two steps around the MAC (which needs the job's
- * secret, so the caller verifies it in between, over tcp_hello_mac_input):
+ * secret, so the caller verifies it in between, with tcp_hello_valid):
  *   tcp_hello_check_id:    magic, version and job id (what a stranger gets wrong);
  *   tcp_hello_check_peer:  communicator, size, source rank in range, addressed to this rank,
  *                          1..TCP_MAX_NSOCKS sockets with the index below the count.
@@ -363,14 +388,13 @@ static inline int tcp_hello_check_peer(const tcp_hello_t *h, const tcp_hello_wan
 }
 
 /* The connector's check of the acceptor's answer: NULL when ack (TCP_ACK_SIZE bytes) is an ack
- * of this protocol version carrying mac (the MAC computed over tcp_ack_mac_input) from rank
- * peer for socket idx; else why it is not. */
-static inline const char *tcp_ack_check(const unsigned char *ack, const unsigned char *mac,
-                                        int peer, int idx)
+ * of this protocol version whose MAC verifies (mac_ok: tcp_ack_valid over the hello it answers)
+ * from rank peer for socket idx; else why it is not. */
+static inline const char *tcp_ack_check(const unsigned char *ack, int mac_ok, int peer, int idx)
 {
     if (kit_get_le32(ack) != TCP_ACK_MAGIC) return "not a cohort tcp acknowledgement";
     if (kit_get_le32(ack + 4) != TCP_PROTO_VERSION) return "protocol version differs";
-    if (!kit_ct_equal(mac, ack + TCP_ACK_MAC_OFF, TCP_MAC_LEN))
+    if (!mac_ok)
         return "its HMAC does not verify (it does not hold this job's secret)";
     if (kit_get_le32(ack + 8) != (uint32_t)peer || kit_get_le32(ack + 12) != (uint32_t)idx)
         return "it answers for another rank or socket";
