@@ -13,11 +13,13 @@
  *   full /dev/shm is a clean ENOSPC error, never a SIGBUS later) and marks it ready.
  *   connect() is one shm_open+mmap of the acceptor's header and our slot, retried from
  *   conn_test while the segment or the slot does not exist yet (accept not called yet).
- *   Handshake in the slot: the connector writes a hello (rank, pid, CMA probe address, HMAC from
- *   host->auth over job id, comm id, both ranks, its pid and the segment's nonce) and sets
- *   state=HELLO; the acceptor checks it (a bad hello is refused with a WARN line and the slot is
- *   reset), probes CMA towards the connector, and sets ack=ACCEPTED. The segment header carries
- *   the owner's HMAC too, so a connector cannot be fooled by a segment of another job.
+ *   Handshake in the slot: the connector writes a hello (rank, pid, CMA probe address and value,
+ *   its segment name, and an HMAC from host->auth over them sealed to the segment header's
+ *   authenticated values: job id, comm id, the owner's rank and pid and its fresh nonce; the
+ *   plugin kit's form, shm_conn.c) and sets state=HELLO; the acceptor checks it (a bad hello is
+ *   refused with a WARN line and the slot is reset), probes CMA towards the connector, and sets
+ *   ack=ACCEPTED. The segment header carries the owner's HMAC too, so a connector cannot be
+ *   fooled by a segment of another job.
  * Unlinking (no leftovers in /dev/shm)
  *   The owner shm_unlink()s its segment name as soon as every accept() posted on the endpoint so
  *   far has completed its handshake (the core posts all connect/accept calls of a communicator

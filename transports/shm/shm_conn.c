@@ -60,32 +60,52 @@ int shm_pid_gone(int pidfd, int pid)
     return pid > 0 && kill(pid, 0) < 0 && errno == ESRCH;
 }
 
-/* MAC of the segment header (owner) and of a hello (connector). */
-static void seg_mac(const cohort_host_v1_t *host, const char *job, uint64_t comm, int rank,
-                    int pid, const unsigned char *nonce, unsigned char out[SHM_MAC_LEN])
+/* The handshake's MACs, in the plugin kit's form (transports/common/kit_auth.h). The segment
+ * header lives in shared memory in host order, so what its MAC covers is written out as bytes
+ * here: seg_frame, the challenge (label "cohort-shm-seg" NUL, the job id NUL padded to
+ * SHM_JOBID_LEN, comm id u64, the owner's rank u32 and pid u32, its fresh nonce), MACed on its
+ * own into the header's mac. The connector's hello (label "cohort-shm-hello" NUL, its rank u32
+ * and pid u32, its CMA probe address u64 and value u64, its segment name NUL padded to
+ * SHM_SEGNAME_LEN) is sealed to that challenge (kit_frame_seal_to), so it answers the owner's
+ * nonce and names the owner's job, communicator, rank and pid. Integers little-endian. */
+#define SHM_LABEL_SEG   "cohort-shm-seg"
+#define SHM_LABEL_HELLO "cohort-shm-hello"
+#define SEG_FRAME_LEN   (sizeof SHM_LABEL_SEG + SHM_JOBID_LEN + 16 + SHM_NONCE_LEN)
+#define HELLO_FIELDS    (sizeof SHM_LABEL_HELLO + 24 + SHM_SEGNAME_LEN)
+#define HELLO_FRAME_LEN (HELLO_FIELDS + KIT_MAC_LEN)
+_Static_assert(SHM_MAC_LEN == KIT_MAC_LEN, "shm's MACs are the kit's");
+_Static_assert(HELLO_FIELDS + SEG_FRAME_LEN <= KIT_MAC_INPUT_MAX, "a hello's MAC input fits");
+
+static void seg_frame(const char *job, uint64_t comm, int rank, int pid,
+                      const unsigned char *nonce, unsigned char out[SEG_FRAME_LEN])
 {
-    unsigned char in[16 + SHM_JOBID_LEN + 16 + SHM_NONCE_LEN];
-    memset(in, 0, sizeof in);
-    memcpy(in, "cohort-shm-seg1", 16);
-    memcpy(in + 16, job, strnlen(job, SHM_JOBID_LEN - 1));   /* NUL padded by the memset */
-    kit_put_le64(in + 16 + SHM_JOBID_LEN, comm);
-    kit_put_le64(in + 24 + SHM_JOBID_LEN, ((uint64_t)(uint32_t)rank << 32) | (uint32_t)pid);
-    memcpy(in + 32 + SHM_JOBID_LEN, nonce, SHM_NONCE_LEN);
-    host->auth(in, sizeof in, out);
+    unsigned char *p = out;
+    memset(out, 0, SEG_FRAME_LEN);
+    memcpy(p, SHM_LABEL_SEG, sizeof SHM_LABEL_SEG);
+    p += sizeof SHM_LABEL_SEG;
+    memcpy(p, job, strnlen(job, SHM_JOBID_LEN - 1));   /* NUL padded by the memset */
+    p += SHM_JOBID_LEN;
+    kit_put_le64(p, comm);
+    kit_put_le32(p + 8, (uint32_t)rank);
+    kit_put_le32(p + 12, (uint32_t)pid);
+    memcpy(p + 16, nonce, SHM_NONCE_LEN);
 }
 
-static void hello_mac(const cohort_host_v1_t *host, const char *job, uint64_t comm, int acc,
-                      int con, int pid, const unsigned char *nonce, unsigned char out[SHM_MAC_LEN])
+/* The hello's fields, then its MAC (mac, or zeros for the sealer to fill in). */
+static void hello_frame(int rank, int pid, uint64_t probe_addr, uint64_t probe_value,
+                        const char *segname, const unsigned char *mac,
+                        unsigned char out[HELLO_FRAME_LEN])
 {
-    unsigned char in[16 + SHM_JOBID_LEN + 24 + SHM_NONCE_LEN];
-    memset(in, 0, sizeof in);
-    memcpy(in, "cohort-shm-helo", 16);
-    memcpy(in + 16, job, strnlen(job, SHM_JOBID_LEN - 1));   /* NUL padded by the memset */
-    kit_put_le64(in + 16 + SHM_JOBID_LEN, comm);
-    kit_put_le64(in + 24 + SHM_JOBID_LEN, ((uint64_t)(uint32_t)acc << 32) | (uint32_t)con);
-    kit_put_le64(in + 32 + SHM_JOBID_LEN, (uint64_t)(uint32_t)pid);
-    memcpy(in + 40 + SHM_JOBID_LEN, nonce, SHM_NONCE_LEN);
-    host->auth(in, sizeof in, out);
+    unsigned char *p = out;
+    memset(out, 0, HELLO_FRAME_LEN);
+    memcpy(p, SHM_LABEL_HELLO, sizeof SHM_LABEL_HELLO);
+    p += sizeof SHM_LABEL_HELLO;
+    kit_put_le32(p, (uint32_t)rank);
+    kit_put_le32(p + 4, (uint32_t)pid);
+    kit_put_le64(p + 8, probe_addr);
+    kit_put_le64(p + 16, probe_value);
+    memcpy(p + 24, segname, strnlen(segname, SHM_SEGNAME_LEN - 1));   /* NUL padded */
+    if (mac) memcpy(out + HELLO_FIELDS, mac, KIT_MAC_LEN);
 }
 
 /* ---- connection failure ------------------------------------------------------------------ */
@@ -214,7 +234,10 @@ cohort_status_t shm_ep_create_segment(shm_ep_t *ep)
     h->probe_addr = (uint64_t)(uintptr_t)&ep->probe_value;
     h->probe_value = ep->probe_value;
     memcpy(h->nonce, ep->nonce, SHM_NONCE_LEN);
-    seg_mac(host, ep->job_id, ep->comm_id, ep->rank, h->pid, ep->nonce, h->mac);
+    unsigned char sf[SEG_FRAME_LEN];
+    seg_frame(ep->job_id, ep->comm_id, ep->rank, h->pid, ep->nonce, sf);
+    const kit_part_t part = { sf, sizeof sf };
+    (void)kit_mac_parts(host, &part, 1, h->mac);
     atomic_thread_fence(memory_order_release);
     h->magic = SHM_SEG_MAGIC;
     ep->hdr = h;
@@ -335,13 +358,14 @@ void shm_connector_step(shm_conn_t *c)
             owner_gone_while_creating(c);
             return;   /* header not written yet */
         }
-        unsigned char mac[SHM_MAC_LEN];
-        seg_mac(host, ep->job_id, ep->comm_id, c->peer, c->paddr.pid, h->nonce, mac);
+        unsigned char sf[SEG_FRAME_LEN];
+        seg_frame(ep->job_id, ep->comm_id, c->peer, c->paddr.pid, h->nonce, sf);
+        const kit_part_t part = { sf, sizeof sf };
         size_t need = SHM_PAGE + (size_t)(c->peer > ep->rank ? c->peer : ep->rank + 1) *
                       (size_t)h->slot_size;
         if (h->version != SHM_LAYOUT_VERSION || h->comm_id != ep->comm_id ||
             h->rank != c->peer || h->pid != c->paddr.pid || h->cell_size != SHM_CELL_SIZE ||
-            (int)h->nranks != ep->nranks || !kit_ct_equal(mac, h->mac, SHM_MAC_LEN) ||
+            (int)h->nranks != ep->nranks || !kit_mac_parts_valid(host, &part, 1, h->mac) ||
             h->slot_size < (uint64_t)SHM_MIN_SLOT || h->slot_size % SHM_PAGE ||
             h->ncells < 2 || (size_t)stt.st_size < need ||
             2 * dir_bytes(h->ncells) + SHM_PAGE > h->slot_size) {
@@ -431,8 +455,12 @@ void shm_connector_step(shm_conn_t *c)
         ctl->conn_probe_addr = (uint64_t)(uintptr_t)&ep->probe_value;
         ctl->conn_probe_value = ep->probe_value;
         snprintf(ctl->conn_segname, sizeof ctl->conn_segname, "%s", ep->segname);
-        hello_mac(host, ep->job_id, ep->comm_id, c->peer, ep->rank, ctl->conn_pid, h->nonce,
-                  ctl->mac);
+        unsigned char sf[SEG_FRAME_LEN], hf[HELLO_FRAME_LEN];
+        seg_frame(ep->job_id, ep->comm_id, c->peer, c->paddr.pid, h->nonce, sf);
+        hello_frame(ep->rank, ctl->conn_pid, ctl->conn_probe_addr, ctl->conn_probe_value,
+                    ep->segname, NULL, hf);
+        (void)kit_frame_seal_to(host, hf, sizeof hf, sf, sizeof sf);
+        memcpy(ctl->mac, hf + HELLO_FIELDS, SHM_MAC_LEN);
         atomic_store_explicit(&ctl->state, ST_HELLO, memory_order_release);
     }
     if (atomic_load_explicit(&ctl->ack, memory_order_acquire) == ACK_ACCEPTED) {
@@ -453,30 +481,35 @@ void shm_acceptor_step(shm_conn_t *c)
     shm_ep_t *ep = c->ep;
     slot_ctl_t *ctl = c->ctl;
     if (atomic_load_explicit(&ctl->state, memory_order_acquire) != ST_HELLO) return;
+    /* one reading of the hello: what its MAC is checked over is what is used */
+    int conn_rank = ctl->conn_rank, conn_pid = ctl->conn_pid;
+    uint64_t probe_addr = ctl->conn_probe_addr, probe_value = ctl->conn_probe_value;
     unsigned char mac[SHM_MAC_LEN];
-    hello_mac(ep->host, ep->job_id, ep->comm_id, ep->rank, c->peer, ctl->conn_pid, ep->nonce,
-              mac);
+    memcpy(mac, ctl->mac, sizeof mac);
     /* the connector's segment name (it names its wake socket) must be one of its names */
     char pfx[SHM_SEGNAME_LEN], cseg[SHM_SEGNAME_LEN];
     memcpy(cseg, ctl->conn_segname, sizeof cseg);
     cseg[sizeof cseg - 1] = 0;
+    unsigned char sf[SEG_FRAME_LEN], hf[HELLO_FRAME_LEN];
+    seg_frame(ep->job_id, ep->comm_id, ep->rank, (int)getpid(), ep->nonce, sf);
+    hello_frame(conn_rank, conn_pid, probe_addr, probe_value, cseg, mac, hf);
     int pl = snprintf(pfx, sizeof pfx, "/cohort-%08x-%llx-%d-%d-", shm_fnv32(ep->job_id),
-                      (unsigned long long)ep->comm_id, c->peer, (int)ctl->conn_pid);
-    if (ctl->conn_rank != c->peer || ctl->conn_pid <= 0 || !kit_ct_equal(mac, ctl->mac, SHM_MAC_LEN) ||
+                      (unsigned long long)ep->comm_id, c->peer, conn_pid);
+    if (conn_rank != c->peer || conn_pid <= 0 ||
+        !kit_frame_valid_to(ep->host, hf, sizeof hf, sf, sizeof sf) ||
         pl <= 0 || strncmp(cseg, pfx, (size_t)pl) != 0) {
         ep->host->log(COHORT_LOG_WARN, SUBSYS, "shm: rank %d refused a hello in the slot of "
                       "rank %d of segment %s (claims rank %d, pid %d): bad HMAC; another job "
-                      "or a stray process?", ep->rank, c->peer, ep->segname,
-                      (int)ctl->conn_rank, (int)ctl->conn_pid);
+                      "or a stray process?", ep->rank, c->peer, ep->segname, conn_rank,
+                      conn_pid);
         atomic_store_explicit(&ctl->state, ST_EMPTY, memory_order_release);
         return;
     }
-    c->peer_pid = ctl->conn_pid;
+    c->peer_pid = conn_pid;
     c->pidfd = pidfd_open_(c->peer_pid);
     shm_wake_name(&c->peer_sa, &c->peer_salen, cseg);
     atomic_store_explicit(&ctl->cma_ok[SIDE_CONN],
-                          (uint32_t)cma_probe(ep, c->peer_pid, ctl->conn_probe_addr,
-                                              ctl->conn_probe_value, c->peer),
+                          (uint32_t)cma_probe(ep, c->peer_pid, probe_addr, probe_value, c->peer),
                           memory_order_relaxed);
     atomic_store_explicit(&ctl->ack, ACK_ACCEPTED, memory_order_release);
     conn_ready(c);

@@ -43,7 +43,7 @@
 #define SHM_PLUGIN_VERSION COHORT_VERSION_STRING   /* the package's (configure) */
 #define SHM_ADDR_MAGIC 0x53484d41u          /* "SHMA" */
 #define SHM_SEG_MAGIC 0x636f686f7274534dull  /* "cohortSM" */
-#define SHM_LAYOUT_VERSION 4u
+#define SHM_LAYOUT_VERSION 5u                /* 5: the handshake's MACs in the kit's form */
 #define SHM_PAGE ((size_t)4096)
 #define SHM_MIN_SLOT ((long)64 << 10)       /* COHORT_SHM_SEGMENT_SIZE: bytes per connection */
 #define SHM_MAX_SLOT ((long)1 << 30)
@@ -103,7 +103,7 @@ typedef struct seg_hdr {
     uint64_t probe_addr;             /* an address in the owner's memory for the CMA probe */
     uint64_t probe_value;
     unsigned char nonce[SHM_NONCE_LEN];
-    unsigned char mac[SHM_MAC_LEN];  /* owner's HMAC over job, comm, rank, pid, nonce */
+    unsigned char mac[SHM_MAC_LEN];  /* owner's HMAC over job, comm, rank, pid, nonce (seg_frame) */
     uint64_t coll_off, coll_bytes;   /* rank 0: the collective area (coll.c); 0 bytes: none */
 } seg_hdr_t;
 
