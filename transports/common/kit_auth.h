@@ -15,9 +15,11 @@
  * All of them share one key, so the rule that keeps one kind's MAC from passing for another's:
  * every kind's MAC input starts with its own magic or label (no two kinds of the whole library
  * share leading bytes), and a kind's magic fixes the length of its fields and of the frame it is
- * bound to, so the concatenations are never ambiguous. core/rendezvous.c (with
- * core/rdv_wire.h) authenticates its own hello and ack with the core's HMAC directly: it is the
- * core, not a plugin, and does not use the kit. */
+ * bound to, so the concatenations are never ambiguous. (The identity hashes that are no
+ * handshake, tcp's job hash and network namespace id and ucx's job and host ids, lead with labels
+ * of their own too.) core/rendezvous.c (with core/rdv_wire.h: magic "CHRV", and "ack")
+ * authenticates its own hello and ack with the core's HMAC directly: it is the core, not a
+ * plugin, and does not use the kit. */
 #ifndef COHORT_KIT_AUTH_H
 #define COHORT_KIT_AUTH_H
 
