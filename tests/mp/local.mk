@@ -18,6 +18,11 @@ tests_mp_collseq_LDADD = libcohort.la
 check_PROGRAMS += tests/mp/reinit
 tests_mp_reinit_SOURCES = tests/mp/reinit.c
 tests_mp_reinit_LDADD = libcohort.la
+# secretcheck: two ranks through cohort_comm_init_oob, one of them with another COHORT_SECRET,
+# refused by the transport's handshake (test_bootstrap.sh, over tcp and shm).
+check_PROGRAMS += tests/mp/secretcheck
+tests_mp_secretcheck_SOURCES = tests/mp/secretcheck.c
+tests_mp_secretcheck_LDADD = libcohort.la
 TESTS += tests/mp/test_reliability.sh tests/mp/test_collectives.sh tests/mp/test_bench.sh tests/mp/test_bootstrap.sh tests/mp/test_shm.sh tests/mp/test_topology.sh tests/mp/test_settings.sh tests/mp/test_resources.sh \
 	tests/mp/test_ucx.sh tests/mp/test_badinput.sh tests/mp/test_install.sh
 dist_noinst_SCRIPTS += tests/mp/test_reliability.sh tests/mp/test_collectives.sh tests/mp/test_bench.sh tests/mp/test_bootstrap.sh tests/mp/test_shm.sh tests/mp/test_topology.sh tests/mp/test_settings.sh tests/mp/test_resources.sh tests/mp/fakenode.sh tests/mp/lib.sh \
