@@ -24,7 +24,7 @@
 
 #define SUBSYS "init"
 #define CARD_MAGIC 0x44524143u   /* "CARD" */
-#define CARD_VERSION 3u
+#define CARD_VERSION 4u
 #define CARD_PLUGINS 8
 
 typedef struct card_plugin {
@@ -58,6 +58,9 @@ typedef struct card {
     uint64_t cpumask[16];         /* ...and its affinity there (CPUs 0-1023) */
     char netifs[224];             /* the interfaces allowed here, for messages */
     int32_t world_rank;           /* rank in the job of cohort_comm_init (jobctl.h), or -1 */
+    /* keyed by the job secret over the job id (key_tag): ranks whose tags differ cannot pass any
+     * transport's handshake, and the check names that instead of "nothing answered" */
+    unsigned char key_tag[16];
     char errmsg[256];
     card_plugin_t plugins[CARD_PLUGINS];
 } card_t;
@@ -125,6 +128,18 @@ static cohort_status_t read_settings(cohort_comm_t *c, double timeout_s)
 
 /* detail: the place and interfaces too (not for a rank whose settings are bad: they would
  * consult them again, log the same error again and overwrite its message). */
+/* What tells two ranks they hold the same secret and job id, without telling the secret: the
+ * first bytes of its MAC over a label and the job id. Only a diagnosis: the transports'
+ * handshakes are what keep a rank of another job out. */
+static void key_tag(unsigned char out[16])
+{
+    unsigned char in[sizeof "cohort-card-key" + COHORT_JOBID_MAX] = "cohort-card-key";
+    memcpy(in + sizeof "cohort-card-key", g_job_id, strnlen(g_job_id, COHORT_JOBID_MAX));
+    unsigned char mac[32];
+    cohort_plugin_auth(in, sizeof in, mac);
+    memcpy(out, mac, 16);
+}
+
 static void fill_card(card_t *card, cohort_comm_t *c, int member, int64_t key, int detail)
 {
     memset(card, 0, sizeof *card);
@@ -134,6 +149,7 @@ static void fill_card(card_t *card, cohort_comm_t *c, int member, int64_t key, i
     card->comm_id = c->comm_id;
     card->key = key;
     card->pid = (int32_t)getpid();
+    key_tag(card->key_tag);
     snprintf(card->core_version, sizeof card->core_version, "%s", COHORT_VERSION_STRING);
     card->chunk = c->chunk;
     card->hier_mode = c->hier_mode;
@@ -248,6 +264,14 @@ static cohort_status_t check_versions(const cohort_comm_t *c, const card_t *card
     const card_t *c0 = &cards[members[0]];
     for (int r = 1; r < c->nranks; r++) {
         const card_t *cr = &cards[members[r]];
+        if (memcmp(cr->key_tag, c0->key_tag, sizeof c0->key_tag))
+            return cohort_error(COHORT_ERR_MISMATCH, "rank 0 (%s, pid %d) and rank %d (%s, pid "
+                                "%d) do not hold the same COHORT_SECRET and job id, so no "
+                                "transport would let them connect: a launcher (cohortrun, "
+                                "mpirun, srun) gives every rank of a job the same; a program "
+                                "that calls cohort_comm_init_oob exports one COHORT_SECRET to "
+                                "all its ranks (or none to any)", c0->hostname, (int)c0->pid, r,
+                                cr->hostname, (int)cr->pid);
         if (strncmp(cr->core_version, c0->core_version, sizeof c0->core_version))
             return cohort_error(COHORT_ERR_MISMATCH, "ranks run different cohort versions: "
                                 "rank 0 (%s) has %.16s, rank %d (%s) has %.16s; install the same "

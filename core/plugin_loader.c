@@ -79,7 +79,7 @@ static cohort_status_t host_setting_long(const char *name, long *value)
     return cohort_config_long(name, LONG_MIN, LONG_MAX, value);
 }
 
-static void host_auth(const void *data, size_t len, unsigned char out[32])
+void cohort_plugin_auth(const void *data, size_t len, unsigned char out[32])
 {
     unsigned char key[sizeof job_secret];
     pthread_mutex_lock(&secret_lock);
@@ -111,7 +111,7 @@ static const cohort_host_v1_t host_table = {
     .setting = cohort_config_get,
     .setting_long = host_setting_long,
     .netifs = cohort_netifs,
-    .auth = host_auth,
+    .auth = cohort_plugin_auth,
     .reduce = cohort_reduce_local,
     .reduce3 = cohort_reduce_local3,
     .reduce_finish = cohort_reduce_finish,

@@ -34,6 +34,8 @@ typedef struct cohort_plugin_report {
 const cohort_host_v1_t *cohort_plugin_host(void);
 /* Key for the host table's auth() (the job secret); set by the bootstrap before any ep_open. */
 void cohort_plugin_set_secret(const void *secret, size_t len);
+/* The host table's auth(): HMAC-SHA256 keyed by the job secret. */
+void cohort_plugin_auth(const void *data, size_t len, unsigned char out[32]);
 
 /* dlopen + validate (symbol, size, ABI major, name, mandatory functions) + init one file.
  * On refusal returns COHORT_ERR_PLUGIN (or COHORT_ERR_UNSUPPORTED if init said unavailable)

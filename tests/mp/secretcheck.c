@@ -2,8 +2,9 @@
 /* secretcheck TRANSPORT same|other: two ranks (this process forks them) create a communicator
  * through cohort_comm_init_oob over a socketpair, with COHORT_TRANSPORTS=TRANSPORT, and do one
  * allreduce. With "same" both hold one COHORT_SECRET and must succeed; with "other" rank 1 holds
- * another secret, which the out-of-band exchange does not check (the caller's channel), so only
- * the transport's handshake stands between them: both ranks must fail. Each rank prints one line,
+ * another secret, which the out-of-band exchange does not check (the caller's channel): both
+ * ranks must fail (the creation's cards carry a tag keyed by the secret, so the failure says
+ * the secrets differ; the transports' handshakes would refuse the stranger too). Each rank prints one line,
  * "rank R: ok" or "rank R: failed: <message>"; the exit status is 0 when the outcome is the
  * expected one. (Under cohortrun or any launcher a wrong secret is refused by the rendezvous
  * first, before a transport sees it.) */
