@@ -532,6 +532,7 @@ static void ep_destroy(ux_ep_t *ep)
         r->ucx = NULL;
         ux_req_free(r);
     }
+    kit_pool_drain(&ep->reqs);
     while (ep->npool > 0) {
         ep->npool--;
         ux_slot_release(ep->ctx, ep->pool[ep->npool], ep->pool_mh[ep->npool]);
@@ -585,6 +586,7 @@ static cohort_status_t ux_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t *
     ep->nranks = info->nranks;
     ep->comm_id = info->comm_id;
     ep->zcopy = zcopy;
+    kit_pool_init(&ep->reqs, sizeof(ux_req_t), UX_REQ_POOL);
     ep->efd = -1;
     ep->hrx.ep = ep->brx.ep = ep;
     job_hash(host, info->job_id, ep->job_hash);

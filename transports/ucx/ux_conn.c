@@ -264,13 +264,8 @@ void ux_conn_ready(ux_conn_t *c)
 {
     c->state = C_READY;
     log_lanes(c);
-    while (c->def_h && c->state == C_READY) {
-        ux_req_t *r = c->def_h;
-        c->def_h = r->qnext;
-        if (!c->def_h) c->def_t = NULL;
-        r->qnext = NULL;
-        ux_req_post(r);
-    }
+    ux_req_t *r;
+    while (c->state == C_READY && (r = ux_defq_pop(&c->def_h, &c->def_t))) ux_req_post(r);
 }
 
 /* Sends a set-up message (hello or ack) from a buffer the request owns. */

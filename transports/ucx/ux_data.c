@@ -112,7 +112,7 @@ void ux_req_free(ux_req_t *r)
     ux_req_unlink(r);
     free(r->own);
     free(r->errmsg);
-    free(r);
+    kit_pool_put(&r->ep->reqs, r);
 }
 
 /* Frees the request once the user has its final status and UCX no longer holds it. */
@@ -340,7 +340,7 @@ static void recv_cb(void *request, ucs_status_t status, const ucp_tag_recv_info_
 
 ux_req_t *ux_req_new(ux_conn_t *c, int kind, int is_send)
 {
-    ux_req_t *r = calloc(1, sizeof *r);
+    ux_req_t *r = kit_pool_get(&c->ep->reqs);   /* zeroed */
     if (!r) return NULL;
     r->kind = kind;
     r->conn = c;
@@ -543,9 +543,7 @@ static cohort_status_t post(ux_conn_t *c, int is_send, void *buf, size_t len, ui
             ux_cancel_finished_recvs(c);
         }
     } else {
-        if (c->def_t) c->def_t->qnext = r;
-        else c->def_h = r;
-        c->def_t = r;
+        ux_defq_push(&c->def_h, &c->def_t, r);
     }
     return COHORT_SUCCESS;
 }
