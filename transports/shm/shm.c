@@ -303,7 +303,7 @@ static void conn_free(shm_conn_t *c)
         shm_ep_maybe_unlink(ep);
     }
     while (c->all) shm_req_unlink_all(c->all);
-    shm_req_cache_free(c);
+    kit_pool_drain(&c->reqs);
     if (c->coll_map) {
         /* the collective area goes with this conn: no node collective after this */
         shm_coll_free(ep->coll);
@@ -411,6 +411,7 @@ static shm_conn_t *conn_new(shm_ep_t *ep, int peer, int connector)
     c->connector = connector;
     c->state = C_CONNECTING;
     c->pidfd = -1;
+    kit_pool_init(&c->reqs, sizeof(shm_req_t), SHM_REQ_CACHE);
     c->next = ep->conns;
     if (ep->conns) ep->conns->prev = c;
     ep->conns = c;
@@ -538,7 +539,7 @@ static cohort_status_t post(shm_conn_t *c, int is_send, void *buf, size_t len, u
         return host->error(COHORT_ERR_INVALID_ARG, "shm: %s of %zu bytes with a NULL buffer "
                            "(rank %d)", is_send ? "isend" : "irecv", len, c->peer);
     if (c->state == C_FAILED) return host->error(c->err, "%s", c->errmsg);
-    shm_req_t *r = shm_req_alloc(c);
+    shm_req_t *r = kit_pool_get(&c->reqs);   /* zeroed, from the conn's cache when it has one */
     if (!r) return host->error(COHORT_ERR_NO_MEMORY, "shm: no memory for a request");
     r->conn = c;
     r->is_send = is_send;
