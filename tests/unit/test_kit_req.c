@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests for the plugin kit's request pieces (transports/common/kit_req.h): the free list
  * (reuse, zeroed as calloc, its cap, objects of another size around it, draining) and the FIFO
- * queues (order, an empty queue, cleared links). Under ASan a leak or a stale access fails. */
+ * queues (order, an empty queue, cleared links) and lists (first in front, taken off from any
+ * place). Under ASan a leak or a stale access fails. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,12 +11,14 @@
 
 typedef struct req {
     struct req *qnext;
+    struct req *anext, *aprev;
     int id;
     char *msg;
     unsigned char body[40];
 } req_t;
 
 KIT_FIFO(q, req_t, qnext);
+KIT_LIST(all, req_t, anext, aprev);
 
 START_TEST(pool_reuses_zeroed)
 {
@@ -112,6 +115,31 @@ START_TEST(fifo_order)
 }
 END_TEST
 
+START_TEST(list_add_del)
+{
+    req_t r[3];
+    memset(r, 0, sizeof r);
+    req_t *h = NULL;
+    for (int i = 0; i < 3; i++) {
+        r[i].id = i;
+        all_add(&h, &r[i]);
+    }
+    ck_assert_ptr_eq(h, &r[2]);   /* the last added, first */
+    ck_assert_ptr_eq(r[2].anext, &r[1]);
+    ck_assert_ptr_eq(r[1].aprev, &r[2]);
+    all_del(&h, &r[1]);           /* the middle */
+    ck_assert_ptr_eq(r[2].anext, &r[0]);
+    ck_assert_ptr_eq(r[0].aprev, &r[2]);
+    ck_assert_ptr_null(r[1].anext);
+    ck_assert_ptr_null(r[1].aprev);
+    all_del(&h, &r[2]);           /* the head */
+    ck_assert_ptr_eq(h, &r[0]);
+    ck_assert_ptr_null(r[0].aprev);
+    all_del(&h, &r[0]);           /* the last one */
+    ck_assert_ptr_null(h);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("kit_req");
@@ -120,6 +148,7 @@ int main(void)
     tcase_add_test(tc, pool_cap_and_lifo);
     tcase_add_test(tc, pool_other_sizes_go_around);
     tcase_add_test(tc, fifo_order);
+    tcase_add_test(tc, list_add_del);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

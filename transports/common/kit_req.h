@@ -22,7 +22,11 @@
  * requests posted before their conn was ready, sends waiting for room): KIT_FIFO(q, my_req_t,
  * qnext); defines q_push(&head, &tail, r), which appends r, and q_pop(&head, &tail), which
  * takes the oldest (NULL when the queue is empty) and clears its link. The queue is the pair of
- * pointers the caller keeps; an empty one is NULL, NULL. */
+ * pointers the caller keeps; an empty one is NULL, NULL.
+ *
+ * KIT_LIST, the doubly linked list of a conn's live requests (what a failure finishes and a close
+ * frees): KIT_LIST(all, my_req_t, anext, aprev); defines all_add(&head, r), which puts r first,
+ * and all_del(&head, r), which takes r off wherever it is and clears its links. */
 #ifndef COHORT_KIT_REQ_H
 #define COHORT_KIT_REQ_H
 
@@ -136,5 +140,26 @@ static inline void kit_pool_drain(kit_pool_t *p)
         return x_;                                                                       \
     }                                                                                    \
     struct kit_fifo_##name##_
+
+/* ---- lists ------------------------------------------------------------------------------- */
+
+/* Defines name##_add and name##_del for a list of type linked through its members nx and pv
+ * (see the top); a semicolon follows the use. */
+#define KIT_LIST(name, type, nx, pv)                                                     \
+    static inline void name##_add(type **h_, type *x_)                                   \
+    {                                                                                    \
+        x_->pv = NULL;                                                                   \
+        x_->nx = *h_;                                                                    \
+        if (*h_) (*h_)->pv = x_;                                                         \
+        *h_ = x_;                                                                        \
+    }                                                                                    \
+    static inline void name##_del(type **h_, type *x_)                                   \
+    {                                                                                    \
+        if (x_->pv) x_->pv->nx = x_->nx;                                                 \
+        else *h_ = x_->nx;                                                               \
+        if (x_->nx) x_->nx->pv = x_->pv;                                                 \
+        x_->nx = x_->pv = NULL;                                                          \
+    }                                                                                    \
+    struct kit_list_##name##_
 
 #endif /* COHORT_KIT_REQ_H */
