@@ -546,9 +546,7 @@ static cohort_status_t post(shm_conn_t *c, int is_send, void *buf, size_t len, u
     r->buf = buf;
     r->len = len;
     r->tag = tag;
-    r->anext = c->all;
-    if (c->all) c->all->aprev = r;
-    c->all = r;
+    shm_all_add(&c->all, r);
     rq_push(is_send ? &c->sendq : &c->recvq, r);
     *reqp = r;
     uint64_t ev0 = c->ep->nevents;

@@ -45,9 +45,7 @@ int shm_cma_read(int pid, void *local, uint64_t raddr, size_t len)
 void shm_req_unlink_all(shm_req_t *r)
 {
     shm_conn_t *c = r->conn;
-    if (r->aprev) r->aprev->anext = r->anext;
-    else c->all = r->anext;
-    if (r->anext) r->anext->aprev = r->aprev;
+    shm_all_del(&c->all, r);
     free(r->errmsg);
     kit_pool_put(&c->reqs, r);   /* poisoned under ASan: a stale request pointer still faults */
 }

@@ -244,6 +244,7 @@ typedef struct shm_ep {
 /* ---- inline helpers (request queues; sides and wake-up fast paths, see shm_wake.c) ------- */
 
 KIT_FIFO(shm_q, shm_req_t, next);
+KIT_LIST(shm_all, shm_req_t, anext, aprev);
 
 static inline void rq_push(rq_t *q, shm_req_t *r)
 {

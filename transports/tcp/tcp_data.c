@@ -26,6 +26,10 @@
 
 /* ---- requests ---------------------------------------------------------------------------- */
 
+KIT_FIFO(q, tcp_req_t, qnext);   /* a conn's unmatched and deferred requests */
+KIT_FIFO(seg, seg_t, next);      /* a socket's send and receive segments */
+KIT_LIST(all, tcp_req_t, anext, aprev);   /* a conn's live requests */
+
 /* A zeroed request with room for cap segments: from the endpoint's pool when cap is the
  * endpoint's nsocks (the pool's size), else calloc's. */
 static tcp_req_t *req_get(tcp_ep_t *ep, int cap)
@@ -44,9 +48,7 @@ static void req_maybe_free(tcp_req_t *r)
 {
     if (!r->done || !r->released || r->segs_left > 0) return;
     tcp_conn_t *c = r->conn;
-    if (r->aprev) r->aprev->anext = r->anext;
-    else c->all = r->anext;
-    if (r->anext) r->anext->aprev = r->aprev;
+    all_del(&c->all, r);
     tcp_req_put(c->ep, r);
 }
 
@@ -73,9 +75,6 @@ static void seg_complete(seg_t *s)
         req_maybe_free(r);
     }
 }
-
-KIT_FIFO(q, tcp_req_t, qnext);   /* a conn's unmatched and deferred requests */
-KIT_FIFO(seg, seg_t, next);      /* a socket's send and receive segments */
 
 /* ---- epoll interest ---------------------------------------------------------------------- */
 
@@ -553,9 +552,7 @@ static cohort_status_t post(tcp_conn_t *c, int is_send, void *buf, size_t len, u
     r->nbytes = is_send ? len : 0;
     r->nseg_cap = cap;
     r->status = COHORT_IN_PROGRESS;
-    r->anext = c->all;
-    if (c->all) c->all->aprev = r;
-    c->all = r;
+    all_add(&c->all, r);
     *reqp = r;
     if (c->state == C_READY) {
         c->ep->cur_req = r;

@@ -158,9 +158,7 @@ void ux_conn_destroy(ux_conn_t *c)
         }
         ux_req_unlink(r);
         r->conn = NULL;
-        r->anext = ep->orphans;
-        if (ep->orphans) ep->orphans->aprev = r;
-        ep->orphans = r;
+        ux_all_add(&ep->orphans, r);
         /* a receive's callback runs now or later and frees the orphan (r is gone then) */
         if (!is_send) ucp_request_cancel(ep->worker, u);
     }

@@ -41,11 +41,7 @@ static uint64_t payload_tag(int src, uint64_t seq, uint32_t idx)
 
 void ux_req_unlink(ux_req_t *r)
 {
-    ux_req_t **head = r->conn ? &r->conn->all : &r->ep->orphans;
-    if (r->aprev) r->aprev->anext = r->anext;
-    else *head = r->anext;
-    if (r->anext) r->anext->aprev = r->aprev;
-    r->anext = r->aprev = NULL;
+    ux_all_del(r->conn ? &r->conn->all : &r->ep->orphans, r);
 }
 
 /* Registers [buf, buf + len) with every memory domain of the UCX context (mem_reg, slots). */
@@ -348,9 +344,7 @@ ux_req_t *ux_req_new(ux_conn_t *c, int kind, int is_send)
     r->is_send = is_send;
     r->status = COHORT_IN_PROGRESS;
     r->released = kind != K_DATA;   /* nobody tests set-up requests */
-    r->anext = c->all;
-    if (c->all) c->all->aprev = r;
-    c->all = r;
+    ux_all_add(&c->all, r);
     return r;
 }
 

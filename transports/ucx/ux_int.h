@@ -128,6 +128,7 @@ typedef struct ux_req {
 } ux_req_t;
 
 KIT_FIFO(ux_defq, ux_req_t, qnext);   /* a conn's deferred queue */
+KIT_LIST(ux_all, ux_req_t, anext, aprev);   /* conn->all, ep->orphans */
 
 enum { C_CONNECTING = 1, C_READY, C_FAILED };
 typedef struct ux_conn {

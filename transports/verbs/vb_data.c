@@ -66,8 +66,7 @@ void vb_req_free(vb_req_t *r)
 {
     vb_conn_t *c = r->conn;
     if (r->reg) vb_rc_put(&c->ep->rc, r->reg);
-    if (r->prev) r->prev->next = r->next; else c->reqs = r->next;
-    if (r->next) r->next->prev = r->prev;
+    vb_all_del(&c->reqs, r);
     kit_pool_put(&c->ep->reqs, r);
 }
 
@@ -607,9 +606,7 @@ static cohort_status_t post_req(vb_conn_t *c, int is_send, void *buf, size_t len
     r->len = len;
     r->tag = tag;
     r->id = c->next_id++;
-    r->next = c->reqs;
-    if (c->reqs) c->reqs->prev = r;
-    c->reqs = r;
+    vb_all_add(&c->reqs, r);
     if (is_send) {
         r->state = S_QUEUED;
         vb_q_push(&c->txq, &c->txq_tail, r);

@@ -105,6 +105,7 @@ typedef struct vb_req {
 } vb_req_t;
 
 KIT_FIFO(vb_q, vb_req_t, qnext);   /* a conn's txq and rq */
+KIT_LIST(vb_all, vb_req_t, next, prev);   /* conn->reqs */
 
 enum { S_QUEUED = 1, S_EAGER_SENT, S_WAIT_CTS, S_WRITE_Q, S_WRITING,
        R_POSTED, R_CTS_Q, R_WAIT_DATA, DONE };
