@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The plugin kit (transports/common/, see kit_bytes.h): the two pieces of a request's life that
- * every transport wrote again.
+/* The plugin kit (transports/common/, see kit_bytes.h): the pieces of a request's life that
+ * every transport wrote again: where its memory comes from and goes back to, the queues it
+ * waits in, the conn's list of live requests.
  *
  * kit_pool_t, a free list of request objects. A finished request goes back to the pool (up to
  * its cap; past it, to free) and the next isend/irecv takes it from there instead of from
