@@ -12,8 +12,10 @@
  * calloc's memory, and returns them with kit_pool_put_sized, which frees them. kit_pool_drain
  * frees what the pool keeps: the owner calls it when it goes (the endpoint's close, say), after
  * the last kit_pool_put. An idle object's first pointer's bytes link the list; under
- * AddressSanitizer the rest of it is poisoned, so that a stale pointer to a finished request
- * still faults.
+ * AddressSanitizer the whole idle object is poisoned, so that a stale pointer to a finished
+ * request still faults. LeakSanitizer does not follow links through poisoned memory: a pool
+ * still full at the process's exit shows all its objects but the first as leaks, so an owner
+ * that outlives its use (an endpoint kept to the end) drains it first.
  *
  * The pool has no lock of its own: a transport uses it only where one thread owns it at a time
  * (the core drives an endpoint and its conns from one thread at a time, plugin.h) or under a

@@ -212,7 +212,8 @@ typedef struct ux_ep {
      * lock: the thread driving the endpoint is the only one to touch it (plugin.h), UCX's
      * callbacks included (they run inside its ucp_worker_progress, UCS_THREAD_MODE_SINGLE).
      * An orphan goes back here from its callback; ep_destroy drains the pool after the last
-     * orphan (an abandoned endpoint keeps it, as it keeps the rest: ep_abandon in ucx.c). */
+     * orphan, or before it abandons the endpoint (ep_abandon in ucx.c: then no callback runs
+     * again). */
     kit_pool_t reqs;
     int job_failed;               /* ep_failed: the communicator failed on every rank; its
                                    * worker is not touched again (ep_abandon in ucx.c) */
