@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-# Unit tests (Check) for the public API's argument checks, the parsers, the reduction kernels, SHA-256/HMAC and the TCP wire format.
+# Unit tests (Check) for the public API's argument checks, the parsers, the reduction kernels, SHA-256/HMAC, the TCP wire format and the plugin kit's request pieces.
 # Included from tests/local.mk; paths are relative to the top directory.
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/test_parse tests/unit/test_reduce tests/unit/test_hmac
@@ -46,6 +46,14 @@ TESTS += tests/unit/test_tcp_wire
 tests_unit_test_tcp_wire_SOURCES = tests/unit/test_tcp_wire.c transports/tcp/tcp_wire.h
 tests_unit_test_tcp_wire_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_tcp_wire_LDADD = libcohort-core.la $(CHECK_LIBS)
+
+# The plugin kit's free list of requests and FIFO queues (header-only:
+# transports/common/kit_req.h).
+check_PROGRAMS += tests/unit/test_kit_req
+TESTS += tests/unit/test_kit_req
+tests_unit_test_kit_req_SOURCES = tests/unit/test_kit_req.c transports/common/kit_req.h
+tests_unit_test_kit_req_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_kit_req_LDADD = $(CHECK_LIBS)
 endif
 # The request engine on one-rank communicators (also under ThreadSanitizer in CI).
 if HAVE_CHECK

@@ -33,21 +33,26 @@
         (c)->state = (state_);                           \
     } while (0)
 
-/* Puts node at the front of the list that head (an lvalue: the first node or NULL) starts. */
-#define KIT_LIST_PUSH(head, node)                   \
-    do {                                            \
-        (node)->prev = NULL;                        \
-        (node)->next = (head);                      \
-        if ((head) != NULL) (head)->prev = (node);  \
-        (head) = (node);                            \
+/* Puts node at the front of the list that head (an lvalue: the first node or NULL) starts,
+ * linked through node's members nx and pv. */
+#define KIT_LIST_PUSH_VIA(head, node, nx, pv)   \
+    do {                                        \
+        (node)->pv = NULL;                      \
+        (node)->nx = (head);                    \
+        if ((head) != NULL) (head)->pv = (node); \
+        (head) = (node);                        \
     } while (0)
 
-/* Takes node out of the list that head starts (node's own next and prev are left as they were). */
-#define KIT_LIST_UNLINK(head, node)                                 \
-    do {                                                            \
-        if ((node)->prev != NULL) (node)->prev->next = (node)->next; \
-        else (head) = (node)->next;                                 \
-        if ((node)->next != NULL) (node)->next->prev = (node)->prev; \
+/* Takes node out of the list that head starts (node's own links are left as they were). */
+#define KIT_LIST_UNLINK_VIA(head, node, nx, pv)                   \
+    do {                                                          \
+        if ((node)->pv != NULL) (node)->pv->nx = (node)->nx;      \
+        else (head) = (node)->nx;                                 \
+        if ((node)->nx != NULL) (node)->nx->pv = (node)->pv;      \
     } while (0)
+
+/* The same through the convention's next and prev. */
+#define KIT_LIST_PUSH(head, node) KIT_LIST_PUSH_VIA(head, node, next, prev)
+#define KIT_LIST_UNLINK(head, node) KIT_LIST_UNLINK_VIA(head, node, next, prev)
 
 #endif

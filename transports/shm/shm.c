@@ -303,7 +303,7 @@ static void conn_free(shm_conn_t *c)
         shm_ep_maybe_unlink(ep);
     }
     while (c->all) shm_req_unlink_all(c->all);
-    shm_req_cache_free(c);
+    kit_pool_drain(&c->reqs);
     if (c->coll_map) {
         /* the collective area goes with this conn: no node collective after this */
         shm_coll_free(ep->coll);
@@ -406,6 +406,7 @@ static shm_conn_t *conn_new(shm_ep_t *ep, int peer, int connector)
     if (!c) return NULL;
     KIT_CONN_INIT(c, ep, peer, connector, C_CONNECTING);
     c->pidfd = -1;
+    kit_pool_init(&c->reqs, sizeof(shm_req_t), SHM_REQ_CACHE);
     KIT_LIST_PUSH(ep->conns, c);
     return c;
 }
@@ -520,16 +521,14 @@ static cohort_status_t post(shm_conn_t *c, int is_send, void *buf, size_t len, u
     cohort_status_t st = kit_post_args(host, "shm", is_send, buf, len, c->peer, reqp);
     if (st) return st;
     if (c->state == C_FAILED) return host->error(c->err, "%s", c->errmsg);
-    shm_req_t *r = shm_req_alloc(c);
+    shm_req_t *r = kit_pool_get(&c->reqs);   /* zeroed, from the conn's cache when it has one */
     if (!r) return host->error(COHORT_ERR_NO_MEMORY, "shm: no memory for a request");
     r->conn = c;
     r->is_send = is_send;
     r->buf = buf;
     r->len = len;
     r->tag = tag;
-    r->anext = c->all;
-    if (c->all) c->all->aprev = r;
-    c->all = r;
+    shm_all_add(&c->all, r);
     rq_push(is_send ? &c->sendq : &c->recvq, r);
     *reqp = r;
     uint64_t ev0 = c->ep->nevents;

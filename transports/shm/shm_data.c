@@ -45,41 +45,9 @@ int shm_cma_read(int pid, void *local, uint64_t raddr, size_t len)
 void shm_req_unlink_all(shm_req_t *r)
 {
     shm_conn_t *c = r->conn;
-    if (r->aprev) r->aprev->anext = r->anext;
-    else c->all = r->anext;
-    if (r->anext) r->anext->aprev = r->aprev;
+    shm_all_del(&c->all, r);
     free(r->errmsg);
-    if (c->nfree_reqs < SHM_REQ_CACHE) {
-        r->next = c->free_reqs;
-        c->free_reqs = r;
-        c->nfree_reqs++;
-        SHM_POISON(r, sizeof *r);    /* under ASan a stale request pointer still faults */
-    } else {
-        free(r);
-    }
-}
-
-/* A zeroed request (as calloc gives), from the conn's cache when it has one. */
-shm_req_t *shm_req_alloc(shm_conn_t *c)
-{
-    shm_req_t *r = c->free_reqs;
-    if (!r) return calloc(1, sizeof *r);
-    SHM_UNPOISON(r, sizeof *r);
-    c->free_reqs = r->next;
-    c->nfree_reqs--;
-    memset(r, 0, sizeof *r);
-    return r;
-}
-
-void shm_req_cache_free(shm_conn_t *c)
-{
-    while (c->free_reqs) {
-        shm_req_t *r = c->free_reqs;
-        SHM_UNPOISON(r, sizeof *r);
-        c->free_reqs = r->next;
-        free(r);
-    }
-    c->nfree_reqs = 0;
+    kit_pool_put(&c->reqs, r);   /* poisoned under ASan: a stale request pointer still faults */
 }
 
 void shm_req_finish(shm_req_t *r, cohort_status_t st)

@@ -10,6 +10,7 @@
 #define COHORT_SHM_INT_H
 
 #include <cohort/plugin.h>
+#include "transports/common/kit_req.h"
 
 #include "coll.h"
 #include "ring.h"
@@ -22,22 +23,6 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/un.h>
-
-#if defined(__SANITIZE_ADDRESS__)
-#define SHM_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SHM_ASAN 1
-#endif
-#endif
-#ifdef SHM_ASAN
-#include <sanitizer/asan_interface.h>
-#define SHM_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
-#define SHM_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
-#else
-#define SHM_POISON(p, n) ((void)(p), (void)(n))
-#define SHM_UNPOISON(p, n) ((void)(p), (void)(n))
-#endif
 
 #define SUBSYS "shm"
 #define SHM_PLUGIN_VERSION COHORT_VERSION_STRING   /* the package's (configure) */
@@ -202,8 +187,9 @@ typedef struct shm_conn {
     uint64_t rndv_done_local;        /* receiver: rendezvous messages finished (published) */
     size_t discard;                  /* receiver: fragment bytes of a mismatched message to skip */
     shm_req_t *all;
-    shm_req_t *free_reqs;            /* finished request structs kept for reuse (via ->next)... */
-    int nfree_reqs;                  /* ...at most SHM_REQ_CACHE; freed by conn_free */
+    kit_pool_t reqs;                 /* finished request structs kept for reuse, at most
+                                      * SHM_REQ_CACHE; drained by conn_free. No lock: the
+                                      * thread driving the endpoint owns its conns (plugin.h) */
     int peer_closed_seen;
     struct sockaddr_un peer_sa;      /* the peer endpoint's wake socket */
     socklen_t peer_salen;            /* 0: not known yet */
@@ -257,22 +243,17 @@ typedef struct shm_ep {
 
 /* ---- inline helpers (request queues; sides and wake-up fast paths, see shm_wake.c) ------- */
 
+KIT_FIFO(shm_q, shm_req_t, next);
+KIT_LIST(shm_all, shm_req_t, anext, aprev);
+
 static inline void rq_push(rq_t *q, shm_req_t *r)
 {
-    r->next = NULL;
-    if (q->t) q->t->next = r;
-    else q->h = r;
-    q->t = r;
+    shm_q_push(&q->h, &q->t, r);
 }
 
 static inline shm_req_t *rq_pop(rq_t *q)
 {
-    shm_req_t *r = q->h;
-    if (!r) return NULL;
-    q->h = r->next;
-    if (!q->h) q->t = NULL;
-    r->next = NULL;
-    return r;
+    return shm_q_pop(&q->h, &q->t);
 }
 
 static inline int conn_has_work(const shm_conn_t *c)
@@ -318,8 +299,6 @@ void shm_acceptor_step(shm_conn_t *c);
 /* shm_data.c: requests, single copy, the data path */
 int shm_cma_read(int pid, void *local, uint64_t raddr, size_t len);
 void shm_req_unlink_all(shm_req_t *r);
-shm_req_t *shm_req_alloc(shm_conn_t *c);
-void shm_req_cache_free(shm_conn_t *c);
 void shm_req_finish(shm_req_t *r, cohort_status_t st);
 void shm_conn_progress(shm_conn_t *c);
 

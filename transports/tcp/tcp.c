@@ -11,9 +11,9 @@
  *             + authenticated sockets no accept() has claimed yet ("early") + its conns.
  *   conn      nsocks sockets to one peer. Sends are queues of segments per socket; receives are
  *             posted irecvs waiting for their header on socket 0 plus per-socket segment queues.
- *   request   owns up to nsocks segments; freed once the user has seen its final status and no
- *             socket queue still points at it (a mismatched receive drains its payload after the
- *             user has been told).
+ *   request   owns up to nsocks segments; freed (back to the endpoint's pool, kit_req.h) once the
+ *             user has seen its final status and no socket queue still points at it (a
+ *             mismatched receive drains its payload after the user has been told).
  * Reachability: can_reach probes the peer's candidates (a non-blocking connect to each, all at
  * once, bounded by COHORT_SOCKET_PROBE_MS) and remembers, per peer, the most preferred candidate
  * that answered; connect dials that one. Addresses that could not be reached (no route, no
@@ -213,6 +213,7 @@ fail:;
 static void ep_destroy(tcp_ep_t *ep)
 {
     while (ep->conns) tcp_conn_destroy(ep->conns);
+    kit_pool_drain(&ep->reqs);
     while (ep->inc_h) tcp_inc_free(ep, ep->inc_h, 1);
     while (ep->early) tcp_inc_free(ep, ep->early, 1);
     for (int i = 0; i < ep->nlis; i++) tcp_close_fd(ep->epfd, ep->lis[i].fd);
@@ -275,6 +276,7 @@ static cohort_status_t tcp_ep_open(cohort_tp_ctx_t ctxv, const cohort_ep_info_t 
     KIT_EP_INIT(ep, ctx, host, info);
     memcpy(ep->job_id, job, strlen(job));
     ep->nsocks = (int)nsocks;
+    kit_pool_init(&ep->reqs, tcp_req_size(ep->nsocks), TCP_REQ_POOL);
     ep->probe_ms = probe_ms;
     ep->ev_ent.kind = FD_EVENT;
     ep->ev_ent.obj = ep;

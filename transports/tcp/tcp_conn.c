@@ -456,8 +456,7 @@ void tcp_conn_destroy(tcp_conn_t *c)
     tcp_conn_close_sockets(c);
     for (tcp_req_t *r = c->all, *next; r; r = next) {
         next = r->anext;
-        free(r->errmsg);
-        free(r);
+        tcp_req_put(ep, r);
     }
     free(c->stage);
     free(c);

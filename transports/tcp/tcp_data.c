@@ -26,15 +26,30 @@
 
 /* ---- requests ---------------------------------------------------------------------------- */
 
+KIT_FIFO(q, tcp_req_t, qnext);   /* a conn's unmatched and deferred requests */
+KIT_FIFO(seg, seg_t, next);      /* a socket's send and receive segments */
+KIT_LIST(all, tcp_req_t, anext, aprev);   /* a conn's live requests */
+
+/* A zeroed request with room for cap segments: from the endpoint's pool when cap is the
+ * endpoint's nsocks (the pool's size), else calloc's. */
+static tcp_req_t *req_get(tcp_ep_t *ep, int cap)
+{
+    return kit_pool_get_sized(&ep->reqs, tcp_req_size(cap));
+}
+
+/* A request off every list: what it owns freed, its memory back to the endpoint's pool. */
+void tcp_req_put(tcp_ep_t *ep, tcp_req_t *r)
+{
+    free(r->errmsg);
+    kit_pool_put_sized(&ep->reqs, r, tcp_req_size(r->nseg_cap));
+}
+
 static void req_maybe_free(tcp_req_t *r)
 {
     if (!r->done || !r->released || r->segs_left > 0) return;
     tcp_conn_t *c = r->conn;
-    if (r->aprev) r->aprev->anext = r->anext;
-    else c->all = r->anext;
-    if (r->anext) r->anext->aprev = r->aprev;
-    free(r->errmsg);
-    free(r);
+    all_del(&c->all, r);
+    tcp_req_put(c->ep, r);
 }
 
 static void req_finish(tcp_req_t *r, cohort_status_t st)
@@ -53,41 +68,6 @@ static void seg_complete(seg_t *s)
         req_finish(r, COHORT_SUCCESS);
         req_maybe_free(r);
     }
-}
-
-static void q_push(tcp_req_t **h, tcp_req_t **t, tcp_req_t *r)
-{
-    r->qnext = NULL;
-    if (*t) (*t)->qnext = r;
-    else *h = r;
-    *t = r;
-}
-
-static tcp_req_t *q_pop(tcp_req_t **h, tcp_req_t **t)
-{
-    tcp_req_t *r = *h;
-    if (!r) return NULL;
-    *h = r->qnext;
-    if (!*h) *t = NULL;
-    r->qnext = NULL;
-    return r;
-}
-
-static void seg_push(seg_t **h, seg_t **t, seg_t *s)
-{
-    s->next = NULL;
-    if (*t) (*t)->next = s;
-    else *h = s;
-    *t = s;
-}
-
-static seg_t *seg_pop(seg_t **h, seg_t **t)
-{
-    seg_t *s = *h;
-    *h = s->next;
-    if (!*h) *t = NULL;
-    s->next = NULL;
-    return s;
 }
 
 /* ---- epoll interest ---------------------------------------------------------------------- */
@@ -552,7 +532,7 @@ static cohort_status_t post(tcp_conn_t *c, int is_send, void *buf, size_t len, u
     if (st) return st;
     if (c->state == C_FAILED) return host->error(c->err, "%s", c->errmsg);
     int cap = c->nsocks ? c->nsocks : TCP_MAX_NSOCKS;
-    tcp_req_t *r = calloc(1, sizeof *r + (size_t)cap * sizeof(seg_t));
+    tcp_req_t *r = req_get(c->ep, cap);
     if (!r) return host->error(COHORT_ERR_NO_MEMORY, "tcp: no memory for a request");
     r->conn = c;
     r->is_send = is_send;
@@ -562,9 +542,7 @@ static cohort_status_t post(tcp_conn_t *c, int is_send, void *buf, size_t len, u
     r->nbytes = is_send ? len : 0;
     r->nseg_cap = cap;
     r->status = COHORT_IN_PROGRESS;
-    r->anext = c->all;
-    if (c->all) c->all->aprev = r;
-    c->all = r;
+    all_add(&c->all, r);
     *reqp = r;
     if (c->state == C_READY) {
         c->ep->cur_req = r;

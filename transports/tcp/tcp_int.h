@@ -8,6 +8,7 @@
 #define COHORT_TCP_INT_H
 
 #include <cohort/plugin.h>
+#include "transports/common/kit_req.h"
 #include "transports/common/kit_wake.h"
 
 #include "tcp_wire.h"
@@ -28,6 +29,7 @@
 #define TCP_IOV_BATCH 64
 #define TCP_ADDRSTR 64
 #define TCP_MAX_PROBE_MS 600000                 /* COHORT_SOCKET_PROBE_MS at most */
+#define TCP_REQ_POOL 256                        /* finished requests an endpoint keeps */
 
 
 /* ---- objects ----------------------------------------------------------------------------- */
@@ -166,6 +168,12 @@ typedef struct tcp_req {
     seg_t seg[];
 } tcp_req_t;
 
+/* A request's size with room for nseg_cap segments. */
+static inline size_t tcp_req_size(int nseg_cap)
+{
+    return sizeof(tcp_req_t) + (size_t)nseg_cap * sizeof(seg_t);
+}
+
 typedef struct tcp_ep {
     tcp_ctx_t *ctx;
     const cohort_host_v1_t *host;
@@ -199,6 +207,11 @@ typedef struct tcp_ep {
     kit_wake_t wake;
     fdent_t ev_ent;
     struct tcp_req *cur_req;       /* the request the current call is about */
+    /* Finished requests kept for the next isend/irecv (tcp_req_put): those with room for nsocks
+     * segments, the common size; a conn not yet ready has TCP_MAX_NSOCKS (calloc'd unless
+     * equal). No lock: only the thread driving the endpoint touches it (plugin.h), and
+     * ep_destroy drains it after its conns' requests came back. */
+    kit_pool_t reqs;
 } tcp_ep_t;
 
 
@@ -215,6 +228,7 @@ void tcp_set_nodelay(int fd);
 void tcp_close_fd(int epfd, int fd);
 
 /* tcp_data.c: the data path, connection failure and progress */
+void tcp_req_put(tcp_ep_t *ep, tcp_req_t *r);
 void tcp_conn_fail(tcp_conn_t *c, cohort_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void tcp_conn_fail_errno(tcp_conn_t *c, int e, const char *what);

@@ -154,9 +154,7 @@ void ux_conn_destroy(ux_conn_t *c)
         }
         ux_req_unlink(r);
         r->conn = NULL;
-        r->anext = ep->orphans;
-        if (ep->orphans) ep->orphans->aprev = r;
-        ep->orphans = r;
+        ux_all_add(&ep->orphans, r);
         /* a receive's callback runs now or later and frees the orphan (r is gone then) */
         if (!is_send) ucp_request_cancel(ep->worker, u);
     }
@@ -258,13 +256,8 @@ void ux_conn_ready(ux_conn_t *c)
 {
     c->state = C_READY;
     log_lanes(c);
-    while (c->def_h && c->state == C_READY) {
-        ux_req_t *r = c->def_h;
-        c->def_h = r->qnext;
-        if (!c->def_h) c->def_t = NULL;
-        r->qnext = NULL;
-        ux_req_post(r);
-    }
+    ux_req_t *r;
+    while (c->state == C_READY && (r = ux_defq_pop(&c->def_h, &c->def_t))) ux_req_post(r);
 }
 
 /* Sends a set-up message (hello or ack) from a buffer the request owns. */

@@ -41,11 +41,7 @@ static uint64_t payload_tag(int src, uint64_t seq, uint32_t idx)
 
 void ux_req_unlink(ux_req_t *r)
 {
-    ux_req_t **head = r->conn ? &r->conn->all : &r->ep->orphans;
-    if (r->aprev) r->aprev->anext = r->anext;
-    else *head = r->anext;
-    if (r->anext) r->anext->aprev = r->aprev;
-    r->anext = r->aprev = NULL;
+    ux_all_del(r->conn ? &r->conn->all : &r->ep->orphans, r);
 }
 
 /* Registers [buf, buf + len) with every memory domain of the UCX context (mem_reg, slots). */
@@ -112,7 +108,7 @@ void ux_req_free(ux_req_t *r)
     ux_req_unlink(r);
     free(r->own);
     free(r->errmsg);
-    free(r);
+    kit_pool_put(&r->ep->reqs, r);
 }
 
 /* Frees the request once the user has its final status and UCX no longer holds it. */
@@ -340,7 +336,7 @@ static void recv_cb(void *request, ucs_status_t status, const ucp_tag_recv_info_
 
 ux_req_t *ux_req_new(ux_conn_t *c, int kind, int is_send)
 {
-    ux_req_t *r = calloc(1, sizeof *r);
+    ux_req_t *r = kit_pool_get(&c->ep->reqs);   /* zeroed */
     if (!r) return NULL;
     r->kind = kind;
     r->conn = c;
@@ -348,9 +344,7 @@ ux_req_t *ux_req_new(ux_conn_t *c, int kind, int is_send)
     r->is_send = is_send;
     r->status = COHORT_IN_PROGRESS;
     r->released = kind != K_DATA;   /* nobody tests set-up requests */
-    r->anext = c->all;
-    if (c->all) c->all->aprev = r;
-    c->all = r;
+    ux_all_add(&c->all, r);
     return r;
 }
 
@@ -539,9 +533,7 @@ static cohort_status_t post(ux_conn_t *c, int is_send, void *buf, size_t len, ui
             ux_cancel_finished_recvs(c);
         }
     } else {
-        if (c->def_t) c->def_t->qnext = r;
-        else c->def_h = r;
-        c->def_t = r;
+        ux_defq_push(&c->def_h, &c->def_t, r);
     }
     return COHORT_SUCCESS;
 }

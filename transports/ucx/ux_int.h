@@ -10,6 +10,7 @@
 #define COHORT_UX_INT_H
 
 #include <cohort/plugin.h>
+#include "transports/common/kit_req.h"
 #include "transports/common/kit_wake.h"
 
 #include <ucp/api/ucp.h>
@@ -46,6 +47,7 @@
 #define UX_SPLIT_MAX ((uint64_t)UX_CHUNK << UX_CHUNK_BITS)  /* larger: one iov (256 GiB) */
 #define UX_SLOTS 4                     /* chunk receives in flight per message */
 #define UX_POOL 16                     /* idle slots an endpoint keeps for the next messages */
+#define UX_REQ_POOL 256                /* finished requests an endpoint keeps */
 #define UX_FULL_MASK (~0ull)
 #define UX_PROGRESS_MAX 64             /* ucp_worker_progress calls per progress() at most */
 #define UX_CLOSE_FLUSH_S 0.5           /* conn_close flushes for at most this per burst */
@@ -126,6 +128,9 @@ typedef struct ux_req {
     ucp_dt_iov_t iov[2];
 } ux_req_t;
 
+KIT_FIFO(ux_defq, ux_req_t, qnext);   /* a conn's deferred queue */
+KIT_LIST(ux_all, ux_req_t, anext, aprev);   /* conn->all, ep->orphans */
+
 enum { C_CONNECTING = 1, C_READY, C_FAILED };
 typedef struct ux_conn {
     struct ux_ep *ep;
@@ -203,6 +208,13 @@ typedef struct ux_ep {
     int npool;                    /* idle receive slots (UX_CHUNK bytes, mapped) */
     void *pool[UX_POOL];
     ucp_mem_h pool_mh[UX_POOL];
+    /* Finished requests kept for the next ones (ux_req_new, ux_req_free), of every kind. No
+     * lock: the thread driving the endpoint is the only one to touch it (plugin.h), UCX's
+     * callbacks included (they run inside its ucp_worker_progress, UCS_THREAD_MODE_SINGLE).
+     * An orphan goes back here from its callback; ep_destroy drains the pool after the last
+     * orphan, or before it abandons the endpoint (ep_abandon in ucx.c: then no callback runs
+     * again). */
+    kit_pool_t reqs;
     int job_failed;               /* ep_failed: the communicator failed on every rank; its
                                    * worker is not touched again (ep_abandon in ucx.c) */
 } ux_ep_t;

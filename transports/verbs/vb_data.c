@@ -59,9 +59,8 @@ void vb_req_free(vb_req_t *r)
 {
     vb_conn_t *c = r->conn;
     if (r->reg) vb_rc_put(&c->ep->rc, r->reg);
-    if (r->prev) r->prev->next = r->next; else c->reqs = r->next;
-    if (r->next) r->next->prev = r->prev;
-    free(r);
+    vb_all_del(&c->reqs, r);
+    kit_pool_put(&c->ep->reqs, r);
 }
 
 static vb_req_t *find_req(vb_conn_t *c, int state, uint32_t id)
@@ -69,24 +68,6 @@ static vb_req_t *find_req(vb_conn_t *c, int state, uint32_t id)
     for (vb_req_t *r = c->reqs; r; r = r->next)
         if (r->state == state && r->id == id) return r;
     return NULL;
-}
-
-static void q_push(vb_req_t **head, vb_req_t **tail, vb_req_t *r)
-{
-    r->qnext = NULL;
-    if (*tail) (*tail)->qnext = r; else *head = r;
-    *tail = r;
-}
-
-static vb_req_t *q_pop(vb_req_t **head, vb_req_t **tail)
-{
-    vb_req_t *r = *head;
-    if (r) {
-        *head = r->qnext;
-        if (!*head) *tail = NULL;
-        r->qnext = NULL;
-    }
-    return r;
 }
 
 /* ---- posting ------------------------------------------------------------------------------ */
@@ -228,7 +209,7 @@ void vb_pump(vb_conn_t *c)
             int rc = post_write(c, r);
             if (rc < 0) return;
             if (rc > 0) break;
-            q_pop(&c->txq, &c->txq_tail);
+            vb_q_pop(&c->txq, &c->txq_tail);
             continue;
         }
         int slot = tx_slot(c);
@@ -262,7 +243,7 @@ void vb_pump(vb_conn_t *c)
             if (r->drop) vb_req_done(r, r->st);
             else r->state = R_WAIT_DATA;
         }
-        q_pop(&c->txq, &c->txq_tail);
+        vb_q_pop(&c->txq, &c->txq_tail);
     }
     if (vb_credit_need_msg(&c->cr) && c->sq_free > 0) {
         int slot = tx_slot(c);
@@ -283,7 +264,7 @@ void vb_match(vb_conn_t *c)
         unsigned slot = c->unexp[c->unexp_head];
         vb_hdr_t h;
         memcpy(&h, c->rx + (size_t)slot * VB_SLOT_SIZE, sizeof h);
-        vb_req_t *r = q_pop(&c->rq, &c->rq_tail);
+        vb_req_t *r = vb_q_pop(&c->rq, &c->rq_tail);
         c->unexp_head = (c->unexp_head + 1) % VB_RX_WR;
         c->unexp_n--;
         int bad = h.tag != r->tag || h.len > r->len;
@@ -310,7 +291,7 @@ void vb_match(vb_conn_t *c)
                 }
             }
             r->state = R_CTS_Q;
-            q_push(&c->txq, &c->txq_tail, r);
+            vb_q_push(&c->txq, &c->txq_tail, r);
         }
         if (vb_post_recv(c, slot)) return;
         vb_credit_freed(&c->cr);
@@ -354,7 +335,7 @@ static void on_recv(vb_conn_t *c, unsigned slot, uint32_t len)
             r->rkey = h.rkey;
             r->rid = h.rid;
             r->state = S_WRITE_Q;
-            q_push(&c->txq, &c->txq_tail, r);
+            vb_q_push(&c->txq, &c->txq_tail, r);
         }
         return;
     }
@@ -603,7 +584,7 @@ static cohort_status_t post_req(vb_conn_t *c, int is_send, void *buf, size_t len
                                   "buffer", is_send ? "isend" : "irecv", len);
     if (c->state == C_FAILED || (c->state == C_GONE && is_send))
         return c->ep->host->error(c->err, "%s", c->errmsg);
-    vb_req_t *r = calloc(1, sizeof *r);
+    vb_req_t *r = kit_pool_get(&c->ep->reqs);   /* zeroed */
     if (!r) return c->ep->host->error(COHORT_ERR_NO_MEMORY, "verbs: no memory for a request");
     r->conn = c;
     r->is_send = is_send;
@@ -611,16 +592,14 @@ static cohort_status_t post_req(vb_conn_t *c, int is_send, void *buf, size_t len
     r->len = len;
     r->tag = tag;
     r->id = c->next_id++;
-    r->next = c->reqs;
-    if (c->reqs) c->reqs->prev = r;
-    c->reqs = r;
+    vb_all_add(&c->reqs, r);
     if (is_send) {
         r->state = S_QUEUED;
-        q_push(&c->txq, &c->txq_tail, r);
+        vb_q_push(&c->txq, &c->txq_tail, r);
         vb_pump(c);
     } else {
         r->state = R_POSTED;
-        q_push(&c->rq, &c->rq_tail, r);
+        vb_q_push(&c->rq, &c->rq_tail, r);
         vb_match(c);
         vb_pump(c);
         vb_gone_check(c);

@@ -10,6 +10,7 @@
 #define COHORT_VB_INT_H
 
 #include <cohort/plugin.h>
+#include "transports/common/kit_req.h"
 #include "transports/common/kit_wake.h"
 
 #include "vb_credit.h"
@@ -29,6 +30,7 @@
 #define VB_CHUNK ((size_t)1 << 30)              /* largest RDMA WRITE of one work request */
 #define VB_SQ_WR (2 * VB_SLOTS + VB_CTRL_WR + 16)
 #define VB_REG_CACHE 64
+#define VB_REQ_POOL 256                         /* finished requests an endpoint keeps */
 #define VB_MEMLOCK_WARN ((rlim_t)64 << 20)
 #define VB_MAX_INCOMING 1024
 
@@ -103,6 +105,9 @@ typedef struct vb_req {
     char msg[200];
 } vb_req_t;
 
+KIT_FIFO(vb_q, vb_req_t, qnext);   /* a conn's txq and rq */
+KIT_LIST(vb_all, vb_req_t, next, prev);   /* conn->reqs */
+
 enum { S_QUEUED = 1, S_EAGER_SENT, S_WAIT_CTS, S_WRITE_Q, S_WRITING,
        R_POSTED, R_CTS_Q, R_WAIT_DATA, DONE };
 enum { SS_NONE = 0, SS_CONNECTING, SS_SEND, SS_WAIT_REPLY, SS_WAIT_HELLO, SS_WAIT_READY, SS_LIVE,
@@ -176,6 +181,10 @@ typedef struct vb_ep {
     vb_regcache_t rc;
     int memev;                      /* vb_memev_start succeeded: the cache keeps registrations */
     unsigned fatal_seen;
+    /* Finished requests kept for the next isend/irecv (vb_req_free). No lock: only the thread
+     * driving the endpoint touches requests (plugin.h; the async-event handling under the
+     * context's lock does not); vb_ep_close drains it after its conns' requests came back. */
+    kit_pool_t reqs;
 } vb_ep_t;
 
 #define DEVPEER(c) (c)->ep->ctx->devname, (c)->ep->ctx->port, (c)->ep->rank, (c)->peer

@@ -353,6 +353,7 @@ static cohort_status_t vb_ep_close(cohort_tp_ep_t e)
     if (!ep) return COHORT_SUCCESS;
     for (int p = 0; ep->conns && p < ep->nranks; p++)
         if (ep->conns[p]) vb_conn_destroy(ep->conns[p]);
+    kit_pool_drain(&ep->reqs);
     while (ep->incoming) vb_incoming_drop(ep, ep->incoming);
     if (ep->lfd >= 0) close(ep->lfd);
     if (ep->epfd >= 0) close(ep->epfd);
@@ -414,6 +415,7 @@ static cohort_status_t vb_ep_open(cohort_tp_ctx_t c, const cohort_ep_info_t *inf
     KIT_EP_INIT(ep, x, host, info);
     snprintf(ep->job, sizeof ep->job, "%s", info->job_id ? info->job_id : "");
     ep->lfd = ep->epfd = ep->wake.fd = -1;
+    kit_pool_init(&ep->reqs, sizeof(vb_req_t), VB_REQ_POOL);
     ep->conns = calloc((size_t)info->nranks, sizeof *ep->conns);
     const char *what = NULL;
     int err = 0;
