@@ -284,6 +284,22 @@ void cf_close_world(cf_world_t *w)
     }
 }
 
+void cf_set_secret(int stranger)
+{
+    const char *sec = getenv("COHORT_SECRET");
+    unsigned char key[64];
+    size_t len = sec ? strlen(sec) : 0;
+    if (len > sizeof key) len = sizeof key;   /* the host table keeps at most 64 bytes */
+    if (len) memcpy(key, sec, len);
+    if (stranger) {
+        /* Same length, first byte changed: HMAC pads a key with zeros, so a key differing only
+         * by trailing zeros would be the same key; this one never is. */
+        if (len) key[0] ^= 0x80;
+        else memcpy(key, "stranger", len = 8);
+    }
+    cohort_plugin_set_secret(key, len);
+}
+
 /* ---- requests ---------------------------------------------------------------------------- */
 
 static cohort_status_t post(cf_world_t *w, int is_send, int peer, void *buf, size_t len,
@@ -482,6 +498,7 @@ void cf_child_main(const cf_opts_t *o, int rank, int fd)
     rng_state ^= (uint64_t)(rank + 1) * 0x9e3779b97f4a7c15ull;
     if (!w->gbuf || !w->reply) _exit(5);
 
+    cf_set_secret(0);   /* before init: a plugin may key process-wide values with auth() */
     cohort_plugin_t *p = NULL;
     cohort_status_t st = cohort_plugin_open(o->plugin, &p);
     if (st != COHORT_SUCCESS) {

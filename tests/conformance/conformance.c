@@ -389,7 +389,8 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    /* One job for every rank: same id and secret (inherited through fork). */
+    /* One job for every rank: same id and secret (inherited through fork; each rank keys the
+     * host table's auth() with the secret, child.c's cf_set_secret). */
     char job[64];
     if (!getenv("COHORT_JOB_ID")) {
         snprintf(job, sizeof job, "cohort-conformance-%d", (int)getpid());

@@ -87,7 +87,7 @@ struct cf_world {
     int aborted;                       /* another rank failed this case */
     int exit_after_report;             /* the peer-exit case's victim */
     char err[CF_MSG];                  /* first failure of the case */
-    char note[128];                    /* shown after the case name (e.g. "skipped: ...") */
+    char note[256];                    /* shown after the case name (e.g. "skipped: ...") */
     cohort_tp_ep_t ep;
     cohort_tp_conn_t conn[CF_MAX_NP];
     unsigned char addr[CF_MAX_NP][COHORT_ADDR_MAX];
@@ -134,6 +134,11 @@ int cf_post_conns(cf_world_t *w, int do_connect, int do_accept);
 int cf_wait_conns(cf_world_t *w);               /* every open conn usable */
 int cf_world(cf_world_t *w);                    /* all of the above */
 void cf_close_world(cf_world_t *w);             /* conn_close + ep_close */
+/* Keys the host table's auth() (core/plugin_loader.c's cohort_plugin_set_secret) in this rank:
+ * with the job secret, COHORT_SECRET, which the parent sets before forking (every rank does this
+ * before its first case, as cohort_comm_init_oob does), or, when `stranger`, with another secret
+ * of the same length that differs in its first byte (the stranger cases). */
+void cf_set_secret(int stranger);
 /* Posting: the status the plugin returned (an immediate error marks the request done). */
 cohort_status_t cf_isend(cf_world_t *w, int peer, const void *buf, size_t len, uint64_t tag,
                          cohort_tp_mr_t mr, cf_req_t *q);
