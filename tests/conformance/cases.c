@@ -215,6 +215,173 @@ static int case_connector_first(cf_world_t *w)
     return ping(w);
 }
 
+/* ---- a rank holding another secret ------------------------------------------------------- */
+
+/* Rank `s` keys the host table's auth() with another secret than the job's (cf_set_secret) from
+ * before its ep_open until its endpoint is closed; every other rank is honest. The contract:
+ * no connection between the stranger and an honest rank ever becomes usable, from either side.
+ * A plugin may refuse at any step: can_reach may say no (its address blob carries something
+ * keyed by the secret), connect may fail at once with the stranger's address anyway (which
+ * the core would not pass, but a caller may), the connector's conn_test may end in an error
+ * (the acceptor failed authentication, or refused the hello and closed), or the connection may
+ * stay in progress until this case stops watching it; the acceptor's conn_test never succeeds
+ * for the stranger (it refuses the hello, with a log line, and keeps waiting or fails). A
+ * conn_test of COHORT_SUCCESS on either end of a stranger pair fails the case: a plugin whose
+ * connector takes whatever listens at the address without authenticating the acceptor fails it
+ * too. Connections between honest ranks (np >= 3) must still be made. Nothing may crash or hang,
+ * and the endpoints close cleanly (the harness then checks for file descriptors left open).
+ * Today tcp and ucx carry a hash keyed by the secret in their address blobs: can_reach says 0
+ * and connect fails at once (COHORT_ERR_INVALID_ARG, "belongs to another job"), so their
+ * handshake MACs are not reached here (tcp_handshake.c forges tcp's). shm's address holds no
+ * secret: can_reach says 1, the connector's conn_test fails (COHORT_ERR_TRANSPORT) on the
+ * acceptor's segment header, whose HMAC does not verify, and the acceptor, which sees no hello,
+ * stays in progress. examples/plugin fails both cases: its acceptor refuses the hello, but its
+ * connector is ready as soon as its hello is sent, without a word from the acceptor. */
+
+typedef struct sconn {
+    int role;          /* 1: this rank connects, 0: it accepts */
+    int stranger;      /* a pair with the stranger */
+    int done;          /* refused (stranger pair) or usable (honest pair) */
+} sconn_t;
+
+/* A short description of the first refusal this rank saw as a connector, for the case's note. */
+static void stranger_note(cf_world_t *w, const char *what, cohort_status_t st, const char *msg)
+{
+    if (w->note[0]) return;
+    snprintf(w->note, sizeof w->note, "%s: %s%s%.200s", what, cohort_strerror(st),
+             msg && *msg ? ": " : "", msg ? msg : "");
+}
+
+static int stranger_body(cf_world_t *w, int s)
+{
+    int me = w->rank == s;
+    sconn_t sc[CF_MAX_NP];
+    memset(sc, 0, sizeof sc);
+    if (cf_ep_open(w)) return -1;
+    /* can_reach as the core asks it; its answer for a stranger pair may be either, and the
+     * connect below is tried regardless (a refusal before dialling is the answer 0). */
+    int reach[CF_MAX_NP] = { 0 };
+    for (int p = 0; p < w->np; p++)
+        if (p != w->rank) reach[p] = w->ops->can_reach(w->ep, p, w->addr[p], w->addrlen[p]);
+    if (cf_barrier(w)) return -1;
+    for (int p = 0; p < w->np; p++) {
+        if (p == w->rank) continue;
+        sconn_t *c = &sc[p];
+        c->role = p < w->rank;
+        c->stranger = me || p == s;
+        cohort_status_t st = c->role
+            ? w->ops->connect(w->ep, p, w->addr[p], w->addrlen[p], &w->conn[p])
+            : w->ops->accept(w->ep, p, &w->conn[p]);
+        if (st == COHORT_SUCCESS || st == COHORT_IN_PROGRESS) {
+            if (!w->conn[p])
+                return cf_fail(w, "%s for rank %d returned %s but no conn",
+                               c->role ? "connect" : "accept", p, cohort_strerror(st));
+            continue;
+        }
+        w->conn[p] = NULL;
+        if (!c->stranger)
+            return cf_fail(w, "%s rank %d (both hold the job secret) failed: %s: %s",
+                           c->role ? "connect to" : "accept of", p, cohort_strerror(st),
+                           cohort_last_error());
+        c->done = 1;   /* refused at once */
+        if (c->role) {
+            char what[64];
+            snprintf(what, sizeof what, "can_reach %d, then connect", reach[p]);
+            stranger_note(w, what, st, cohort_last_error());
+        }
+    }
+    /* Watch every connection until the honest ones are usable and every connector of a
+     * stranger pair has its verdict, or until this window closes (what is still in progress
+     * then counts as never connected). The window leaves a quarter of the case's time for the
+     * rest. */
+    double window = w->deadline - w->o->timeout / 4;
+    for (;;) {
+        int pending = 0, honest = 0;
+        for (int p = 0; p < w->np; p++) {
+            sconn_t *c = &sc[p];
+            if (p == w->rank || c->done || !w->conn[p]) continue;
+            cohort_status_t st = w->ops->conn_test(w->conn[p]);
+            if (st == COHORT_SUCCESS && c->stranger)
+                return cf_fail(w, "rank %d (%s, %s) got a usable connection %s rank %d (%s): "
+                               "conn_test returned COHORT_SUCCESS although the two hold different "
+                               "secrets (can_reach said %d); %s", w->rank,
+                               me ? "holding another secret" : "holding the job secret",
+                               c->role ? "connecting" : "accepting", c->role ? "to" : "from", p,
+                               me ? "holding the job secret" : "holding another secret",
+                               reach[p], c->role ? "the connector must authenticate the acceptor "
+                               "(an acknowledgement MACed with host->auth over its challenge)"
+                               : "the acceptor must refuse a hello whose HMAC does not verify");
+            if (st == COHORT_SUCCESS) {
+                c->done = 1;
+            } else if (st == COHORT_IN_PROGRESS) {
+                if (c->role || !c->stranger) pending++;
+                if (!c->stranger) honest++;
+            } else if (!c->stranger) {
+                return cf_fail(w, "the connection with rank %d (both hold the job secret) "
+                               "failed: %s: %s", p, cohort_strerror(st), cohort_last_error());
+            } else {
+                c->done = 1;   /* refused: what the contract asks */
+                if (c->role) {
+                    char what[64];
+                    snprintf(what, sizeof what, "can_reach %d, then the connector's conn_test",
+                             reach[p]);
+                    stranger_note(w, what, st, cohort_last_error());
+                }
+            }
+        }
+        if (!pending) break;
+        if (w->aborted) return cf_fail(w, "another rank failed this case");
+        if (cf_now() > window) {
+            if (honest)
+                return cf_fail(w, "timed out: %d connection(s) between ranks that hold the job "
+                               "secret not ready", honest);
+            if (!w->note[0])
+                snprintf(w->note, sizeof w->note, "the connection stayed in progress (never "
+                         "connected) for %.0f s", w->o->timeout * 3 / 4);
+            break;
+        }
+        cf_pump(w, 10);
+    }
+    /* Every connector has its verdict: the acceptors have had the hellos since. Watch them a
+     * little longer (an acceptor may act on a hello only now), then close together. */
+    if (cf_barrier(w)) return -1;
+    double until = cf_now() + 1.0;
+    while (cf_now() < until && !w->aborted) {
+        for (int p = 0; p < w->np; p++) {
+            sconn_t *c = &sc[p];
+            if (p == w->rank || c->done || !w->conn[p] || !c->stranger) continue;
+            cohort_status_t st = w->ops->conn_test(w->conn[p]);
+            if (st == COHORT_SUCCESS)
+                return cf_fail(w, "rank %d (%s) got a usable connection %s rank %d (%s) after "
+                               "that side's %s had given up: conn_test returned COHORT_SUCCESS",
+                               w->rank, me ? "holding another secret" : "holding the job secret",
+                               c->role ? "to" : "from", p,
+                               me ? "holding the job secret" : "holding another secret",
+                               c->role ? "acceptor" : "connector");
+            if (st != COHORT_IN_PROGRESS) c->done = 1;
+        }
+        cf_pump(w, 10);
+    }
+    return cf_barrier(w);
+}
+
+/* The stranger's endpoint is closed before its secret is the job's again (a plugin may MAC a
+ * farewell at close); on failure too, so that the next case runs with one secret. */
+static int stranger_case(cf_world_t *w, int s)
+{
+    if (w->rank == s) cf_set_secret(1);
+    int rc = stranger_body(w, s);
+    cf_close_world(w);
+    if (w->rank == s) cf_set_secret(0);
+    return (rc || w->err[0]) ? -1 : 0;
+}
+
+/* The last rank holds another secret: it connects to every other rank. */
+static int case_stranger_connects(cf_world_t *w) { return stranger_case(w, w->np - 1); }
+
+/* Rank 0 holds another secret: every other rank connects to it. */
+static int case_stranger_accepts(cf_world_t *w) { return stranger_case(w, 0); }
+
 /* ---- sizes --------------------------------------------------------------------------------- */
 
 static int case_0b(cf_world_t *w)
@@ -1545,6 +1712,9 @@ const cf_case_t cf_cases[] = {
     { "attributes (get_attr honours the struct size)", case_attributes },
     { "connect/accept, acceptor first", case_acceptor_first },
     { "connect/accept, connector first", case_connector_first },
+    { "a rank holding another secret is refused (the stranger connects)",
+      case_stranger_connects },
+    { "a rank holding another secret is refused (the stranger accepts)", case_stranger_accepts },
     { "send/recv 0 B", case_0b },
     { "send/recv 1 B", case_1b },
     { "send/recv odd sizes (3 B .. 1000003 B)", case_odd },
