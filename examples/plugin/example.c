@@ -7,8 +7,10 @@
  *
  * The shape of it:
  *  - ep_open binds a listening socket; its name travels to the other ranks in the address blob.
- *  - connect sends a 120-byte hello (magic, communicator, rank, job id, HMAC) first, so the
- *    acceptor can tell which accept(peer) the socket belongs to and refuse strangers.
+ *  - connect sends a 136-byte hello (magic, communicator, rank, job id, a fresh nonce, HMAC)
+ *    first, so the acceptor can tell which accept(peer) the socket belongs to and refuse
+ *    strangers; the acceptor answers with a 40-byte ack whose HMAC covers that hello (its
+ *    nonce), so the connector refuses a stranger too. Neither side moves a message before.
  *  - every message is a 16-byte header (tag, length) followed by the payload. Messages on a
  *    connection are matched in order, so each direction is a FIFO of requests; the oldest
  *    incomplete one is `cur`. Completed requests stay in the list until test() frees them.
@@ -23,13 +25,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
-#define EX_MAGIC 0x58452d74726f6863ull   /* "chort-EX" */
+#define EX_MAGIC 0x58452d74726f6863ull       /* "chort-EX" */
+#define EX_ACK_MAGIC 0x4b41452d74726f68ull   /* "hort-EAK" */
 #define EX_VERSION "1.0"
 
 typedef struct ex_ctx {                  /* process-wide: one per init */
@@ -49,8 +53,14 @@ typedef struct ex_hello {                /* first bytes from connector to accept
     uint64_t magic, comm_id;
     int32_t rank, unused;
     char job_id[64];
+    unsigned char nonce[16];             /* fresh per connection: an ack answers this hello only */
     unsigned char mac[32];               /* host->auth() over all the fields above */
 } ex_hello;
+
+typedef struct ex_ack {                  /* the acceptor's answer, before any message */
+    uint64_t magic;
+    unsigned char mac[32];               /* host->auth() over the magic, then the whole hello */
+} ex_ack;
 
 typedef struct ex_msghdr { uint64_t tag, len; } ex_msghdr;   /* before every message */
 
@@ -80,6 +90,9 @@ typedef struct ex_conn {
     socklen_t salen;
     ex_hello hello;                      /* connector: sent before any message */
     size_t hello_off;
+    ex_ack ack;                          /* acceptor: sent first; connector: read first */
+    size_t ack_off;                      /* == sizeof ack: done (or nothing to do) */
+    int peer_ack;                        /* 1: the connector, which reads the ack */
     ex_msghdr rhdr;                      /* header being received */
     size_t rhdr_off;                     /* == sizeof rhdr: payload goes to recvq.cur */
     uint64_t skip;                       /* payload bytes of a refused message to discard */
@@ -206,7 +219,18 @@ static void send_progress(ex_conn *c)
         }
         c->hello_off += (size_t)k;
     }
-    while (c->state == EX_READY && c->sendq.cur) {
+    while (c->state == EX_READY && c->peer_ack == 0 && c->ack_off < sizeof c->ack) {
+        /* acceptor: the ack */
+        ssize_t k = send(c->fd, (char *)&c->ack + c->ack_off, sizeof c->ack - c->ack_off,
+                         MSG_NOSIGNAL);
+        if (k < 0) {
+            if (!again())
+                io_fail(c, "send");
+            return;
+        }
+        c->ack_off += (size_t)k;
+    }
+    while (c->state == EX_READY && c->ack_off == sizeof c->ack && c->sendq.cur) {
         ex_req *r = c->sendq.cur;
         ex_msghdr h = { r->tag, r->len };
         size_t pay = r->done > sizeof h ? r->done - sizeof h : 0;
@@ -228,10 +252,47 @@ static void send_progress(ex_conn *c)
     }
 }
 
+/* The MAC an ack carries for hello h: over the ack's magic, then the whole hello. */
+static void ack_mac(const cohort_host_v1_t *host, const ex_hello *h, unsigned char mac[32])
+{
+    struct { uint64_t magic; ex_hello hello; } in = { EX_ACK_MAGIC, *h };
+    host->auth(&in, sizeof in, mac);
+}
+
+/* Connector: reads the ack and checks it answers our hello. */
+static void ack_progress(ex_conn *c)
+{
+    while (c->state == EX_READY && c->peer_ack && c->hello_off == sizeof c->hello &&
+           c->ack_off < sizeof c->ack) {
+        ssize_t k = recv(c->fd, (char *)&c->ack + c->ack_off, sizeof c->ack - c->ack_off, 0);
+        if (k == 0) {    /* the acceptor refused our hello, or went away */
+            conn_fail(c, COHORT_ERR_PEER_LOST, "peer closed the connection before its ack "
+                      "(it refused our hello: another job or a different COHORT_SECRET?)", 0);
+            return;
+        }
+        if (k < 0) {
+            if (!again())
+                io_fail(c, "recv");
+            return;
+        }
+        if ((c->ack_off += (size_t)k) < sizeof c->ack)
+            continue;
+        unsigned char mac[32];
+        ack_mac(c->ep->ctx->host, &c->hello, mac);
+        unsigned char d = c->ack.magic != EX_ACK_MAGIC;
+        for (size_t i = 0; i < sizeof mac; i++)   /* constant time: no hint how much matched */
+            d |= (unsigned char)(mac[i] ^ c->ack.mac[i]);
+        if (d)
+            conn_fail(c, COHORT_ERR_TRANSPORT, "the peer's ack did not verify: "
+                      "authentication failed (different COHORT_SECRET?)", 0);
+    }
+}
+
 static void recv_progress(ex_conn *c)
 {
     char scratch[4096];
-    while (c->state == EX_READY && (c->skip || c->recvq.cur)) {
+    ack_progress(c);
+    while (c->state == EX_READY && c->ack_off == sizeof c->ack && (c->skip || c->recvq.cur)) {
         ex_req *r = c->recvq.cur;
         char *p;
         size_t want;
@@ -331,6 +392,9 @@ static void ep_poll_listen(ex_ep *ep)
         if (c) {
             c->fd = in->fd;
             c->state = EX_READY;
+            c->ack.magic = EX_ACK_MAGIC;
+            ack_mac(ep->ctx->host, &in->hello, c->ack.mac);
+            c->ack_off = 0;
         } else {
             close(in->fd);
         }
@@ -449,10 +513,13 @@ static ex_conn *conn_new(ex_ep *ep, int peer, int state)
     c->state = state;
     c->fd = -1;
     c->hello_off = sizeof c->hello;     /* nothing to send unless connect sets one */
+    c->ack_off = sizeof c->ack;         /* nor an ack to send or read */
     c->next = ep->conns;
     ep->conns = c;
     return c;
 }
+
+static cohort_status_t ex_conn_close(cohort_tp_conn_t cp);
 
 static cohort_status_t ex_connect(cohort_tp_ep_t epp, int peer, const void *peer_addr,
                                   size_t addrlen, cohort_tp_conn_t *out)
@@ -484,8 +551,16 @@ static cohort_status_t ex_connect(cohort_tp_ep_t epp, int peer, const void *peer
     c->hello.comm_id = ep->comm_id;
     c->hello.rank = ep->rank;
     memcpy(c->hello.job_id, ep->job_id, sizeof c->hello.job_id);
+    if (getrandom(c->hello.nonce, sizeof c->hello.nonce, 0) != (ssize_t)sizeof c->hello.nonce) {
+        int e = errno;
+        ex_conn_close(c);
+        return host->error(COHORT_ERR_SYSTEM, "example: no random bytes for rank %d's hello: %s",
+                           peer, strerror(e));
+    }
     host->auth(&c->hello, offsetof(ex_hello, mac), c->hello.mac);
     c->hello_off = 0;
+    c->ack_off = 0;
+    c->peer_ack = 1;
     *out = c;
     return COHORT_SUCCESS;              /* the work happens in conn_test */
 }
@@ -506,8 +581,8 @@ static cohort_status_t ex_conn_test(cohort_tp_conn_t cp)
     conn_progress(c);
     if (c->state == EX_FAILED)
         return c->ep->ctx->host->error(c->err, "%s", c->why);
-    return c->state == EX_READY && c->hello_off == sizeof c->hello ? COHORT_SUCCESS
-                                                                    : COHORT_IN_PROGRESS;
+    return c->state == EX_READY && c->hello_off == sizeof c->hello &&
+                   c->ack_off == sizeof c->ack ? COHORT_SUCCESS : COHORT_IN_PROGRESS;
 }
 
 static cohort_status_t ex_conn_close(cohort_tp_conn_t cp)
