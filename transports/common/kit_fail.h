@@ -79,11 +79,14 @@ static inline cohort_status_t kit_conn_args(const cohort_host_v1_t *host, const 
 }
 
 /* The first checks of an isend or irecv (is_send) to or from rank peer: a request pointer (its
- * *reqp becomes NULL), and a buffer unless len is 0. COHORT_SUCCESS, or COHORT_ERR_INVALID_ARG
- * after host->error naming the call; plugin is the plugin's name ("tcp"). */
+ * *reqp becomes NULL), and a buffer unless len is 0 (COHORT_ERR_INVALID_ARG after host->error
+ * naming the call; plugin is the plugin's name, "tcp"); then the connection itself: when
+ * conn_err is an error (the conn failed, or can take no more of this kind), that error with the
+ * connection's message conn_msg. COHORT_SUCCESS when the request may be posted. */
 static inline cohort_status_t kit_post_args(const cohort_host_v1_t *host, const char *plugin,
                                             int is_send, const void *buf, size_t len, int peer,
-                                            cohort_tp_req_t *reqp)
+                                            cohort_tp_req_t *reqp, cohort_status_t conn_err,
+                                            const char *conn_msg)
 {
     if (!reqp)
         return host->error(COHORT_ERR_INVALID_ARG, "%s: isend/irecv need a request pointer",
@@ -92,6 +95,7 @@ static inline cohort_status_t kit_post_args(const cohort_host_v1_t *host, const 
     if (len && !buf)
         return host->error(COHORT_ERR_INVALID_ARG, "%s: %s of %zu bytes with a NULL buffer "
                            "(rank %d)", plugin, is_send ? "isend" : "irecv", len, peer);
+    if (conn_err) return host->error(conn_err, "%s", conn_msg);
     return COHORT_SUCCESS;
 }
 

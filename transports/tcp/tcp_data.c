@@ -528,9 +528,9 @@ static cohort_status_t post(tcp_conn_t *c, int is_send, void *buf, size_t len, u
                             cohort_tp_req_t *reqp)
 {
     const cohort_host_v1_t *host = c->ep->host;
-    cohort_status_t st = kit_post_args(host, "tcp", is_send, buf, len, c->peer, reqp);
+    cohort_status_t st = kit_post_args(host, "tcp", is_send, buf, len, c->peer, reqp,
+                                       c->state == C_FAILED ? c->err : COHORT_SUCCESS, c->errmsg);
     if (st) return st;
-    if (c->state == C_FAILED) return host->error(c->err, "%s", c->errmsg);
     int cap = c->nsocks ? c->nsocks : TCP_MAX_NSOCKS;
     tcp_req_t *r = req_get(c->ep, cap);
     if (!r) return host->error(COHORT_ERR_NO_MEMORY, "tcp: no memory for a request");

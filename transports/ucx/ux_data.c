@@ -508,10 +508,12 @@ static cohort_status_t post(ux_conn_t *c, int is_send, void *buf, size_t len, ui
                             ux_mr_t *mr, cohort_tp_req_t *reqp)
 {
     const cohort_host_v1_t *host = c->ep->host;
-    cohort_status_t st = kit_post_args(host, "ucx", is_send, buf, len, c->peer, reqp);
+    /* a peer that closed sends nothing after its closing notice: receives beyond it fail */
+    int refused = c->state == C_FAILED ||
+                  (c->peer_closed && (is_send || c->recv_seq >= c->closed_seq));
+    cohort_status_t st = kit_post_args(host, "ucx", is_send, buf, len, c->peer, reqp,
+                                       refused ? c->err : COHORT_SUCCESS, c->errmsg);
     if (st) return st;
-    if (c->state == C_FAILED || (c->peer_closed && (is_send || c->recv_seq >= c->closed_seq)))
-        return host->error(c->err, "%s", c->errmsg);
     ux_req_t *r = ux_req_new(c, K_DATA, is_send);
     if (!r) return host->error(COHORT_ERR_NO_MEMORY, "ucx: no memory for a request");
     r->buf = buf;
