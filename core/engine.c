@@ -80,6 +80,8 @@ typedef struct cohort_engine {
     int defer, efd, tfd;
     int sleeping;                     /* the progress thread is in that poll() */
     int armed;                        /* tfd is set */
+    int keep_armed;                   /* a waiter that emptied the queue leaves tfd set (see
+                                       * run_one) */
     pthread_t tid;
     uint64_t issued;                  /* requests issued (numbers them) */
     /* fusion */
@@ -478,9 +480,15 @@ static void run_one(cohort_engine_t *e, cohort_comm_t *comm)
     e->running = 0;
     pthread_cond_broadcast(&e->done);   /* drain waits for running too */
     if (e->started && !pthread_equal(pthread_self(), e->tid)) {
-        /* a waiter ran it (wait_done): the progress thread carries on with the rest */
+        /* a waiter ran it (wait_done): the progress thread carries on with the rest. With the
+         * queue empty the timer is cleared, unless every rank has a core of its own
+         * (keep_armed): then it stays set, so that the next call finds it armed and sets
+         * nothing, and the progress thread wakes once for nothing when it fires. Setting and
+         * clearing a timer per call is what a lone call waited for at once spent most of its
+         * time on (docs/performance-log.md, "A lone call keeps its timer"); where ranks
+         * outnumber cores that wake-up would take a core from another rank instead. */
         if (e->head) kick(e, 0);
-        else disarm(e);
+        else if (!e->keep_armed) disarm(e);
     }
 }
 
@@ -590,6 +598,7 @@ static cohort_status_t engine_get(cohort_comm_t *comm, cohort_engine_t **out)
         e->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         e->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
         e->defer = e->efd >= 0 && e->tfd >= 0;
+        e->keep_armed = comm->cpus > 0 && comm->cpu_sharing <= comm->cpus;
         if (!e->defer) {
             if (e->efd >= 0) close(e->efd);
             if (e->tfd >= 0) close(e->tfd);
