@@ -118,7 +118,7 @@ static void fd_set_timer(int fd, uint64_t ns)
 }
 
 /* Lock held: no timer left set (one for a queue a waiter emptied would wake the thread for
- * nothing). */
+ * nothing; run_one leaves it set where that costs less than setting it again, keep_armed). */
 static void disarm(cohort_engine_t *e)
 {
     if (!e->armed) return;
