@@ -126,8 +126,6 @@ static cohort_status_t read_settings(cohort_comm_t *c, double timeout_s)
     return st;
 }
 
-/* detail: the place and interfaces too (not for a rank whose settings are bad: they would
- * consult them again, log the same error again and overwrite its message). */
 /* What tells two ranks they hold the same secret and job id, without telling the secret: the
  * first bytes of its MAC over a label and the job id. Only a diagnosis: the transports'
  * handshakes are what keep a rank of another job out. */
@@ -140,6 +138,8 @@ static void key_tag(unsigned char out[16])
     memcpy(out, mac, 16);
 }
 
+/* detail: the place and interfaces too (not for a rank whose settings are bad: they would
+ * consult them again, log the same error again and overwrite its message). */
 static void fill_card(card_t *card, cohort_comm_t *c, int member, int64_t key, int detail)
 {
     memset(card, 0, sizeof *card);
