@@ -107,8 +107,9 @@ static uint64_t now_ns(void)
  * that its caller waited for at once many times its own work, which the waiter can run itself
  * (wait_done; measured in docs/performance-log.md, "A timer instead of a wake-up").
  * So a queued call only sets a timer: the progress thread wakes DEFER_NS later unless a waiter
- * ran the queue empty first (then the timer is cleared). A call nobody waits for still moves
- * without cohort_test, DEFER_NS late. */
+ * ran the queue empty first (then the timer is cleared, or left set for the next call where
+ * every rank has a core: run_one). A call nobody waits for still moves without cohort_test,
+ * DEFER_NS late. */
 #define DEFER_NS 50000
 
 static void fd_set_timer(int fd, uint64_t ns)
