@@ -117,6 +117,15 @@ typedef struct ex_ep {
 
 static int again(void) { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR; }
 
+/* 1 when two MACs are equal; the time taken does not tell how many leading bytes matched. */
+static int mac_equal(const unsigned char a[32], const unsigned char b[32])
+{
+    unsigned char d = 0;
+    for (size_t i = 0; i < 32; i++)
+        d |= (unsigned char)(a[i] ^ b[i]);
+    return d == 0;
+}
+
 /* ---- process-wide ------------------------------------------------------------------------ */
 
 static cohort_status_t ex_init(const cohort_host_v1_t *host, cohort_tp_ctx_t *out)
@@ -279,10 +288,7 @@ static void ack_progress(ex_conn *c)
             continue;
         unsigned char mac[32];
         ack_mac(c->ep->ctx->host, &c->hello, mac);
-        unsigned char d = c->ack.magic != EX_ACK_MAGIC;
-        for (size_t i = 0; i < sizeof mac; i++)   /* constant time: no hint how much matched */
-            d |= (unsigned char)(mac[i] ^ c->ack.mac[i]);
-        if (d)
+        if (c->ack.magic != EX_ACK_MAGIC || !mac_equal(mac, c->ack.mac))
             conn_fail(c, COHORT_ERR_TRANSPORT, "the peer's ack did not verify: "
                       "authentication failed (different COHORT_SECRET?)", 0);
     }
@@ -349,7 +355,7 @@ static int hello_ok(ex_ep *ep, const ex_hello *h, const char **why)
          : h->comm_id != ep->comm_id || strncmp(h->job_id, ep->job_id, sizeof h->job_id)
              ? "another job or communicator"
          : h->rank < 0 || h->rank >= ep->nranks ? "bad rank"
-         : memcmp(mac, h->mac, sizeof mac) ? "authentication failed (different COHORT_SECRET?)"
+         : !mac_equal(mac, h->mac) ? "authentication failed (different COHORT_SECRET?)"
          : NULL;
     return *why == NULL;
 }
