@@ -18,10 +18,10 @@
  *     and with -mavx2 it becomes vaddps on %ymm (32-byte vectors). No loop is versioned for
  *     aliasing: the restrict parameters are honoured.
  *   - int64/uint64 prod/min/max stay scalar without AVX-512 / SSE4.2 (no 64-bit vector
- *     multiply or compare in SSE2). fp16 loops stay scalar: their conversions are written as
- *     selects, but each has a float op that gcc will not if-convert under the default
- *     -ftrapping-math ("tree could trap"); with -fno-trapping-math they vectorise, for little
- *     gain on SSE2 (measured ~0.15 vs ~0.1-0.15 G elements/s on a noisy 2-core VM).
+ *     multiply or compare in SSE2). The portable fp16 loops stay scalar: their conversions are
+ *     written as selects, but each has a float op that gcc will not if-convert under the
+ *     default -ftrapping-math ("tree could trap"); with -fno-trapping-math they vectorise, for
+ *     little gain on SSE2 (measured ~0.15 vs ~0.1-0.15 G elements/s on a noisy 2-core VM).
  * On x86-64 with gcc every kernel is also cloned for AVX2 (KCLONES below): where the reduction
  * itself bounds the collective (mapped buffers) that is faster; the staged path, which copies
  * more than it reduces, is unchanged (docs/performance-log.md, "Measurements behind the code's
@@ -37,7 +37,8 @@
  *
  * fp16/bf16 are widened to float32, combined, and rounded back to nearest even. For +, *, / this
  * double rounding is innocuous (float32 carries 24 >= 2*11+2 bits), so results are the correctly
- * rounded fp16/bf16 values. The conversions are portable C (no F16C assumed): integer bit
+ * rounded fp16/bf16 values. Where the CPU has F16C, fp16 reductions convert with it instead (same
+ * bits; f16c_reduce below). The portable conversions are plain C (no F16C assumed): integer bit
  * manipulation, plus one exact float operation for fp16 subnormals, which is unaffected by
  * FTZ/DAZ. Like all float code here they assume the default rounding mode (to nearest).
  */
@@ -172,9 +173,13 @@ __attribute__((target("f16c,avx"))) static void f16c_decode_add(float *out, cons
 /* CPUID leaf 1: F16C (ECX bit 29) and AVX (bit 28) with the OS saving the YMM state (OSXSAVE,
  * bit 27, and XCR0's bits 1-2). Asked through cpuid.h: clang's __builtin_cpu_supports knows no
  * "f16c". */
+static int f16c_off;        /* cohort_reduce_use_f16c(0): tests compare the portable loops */
+
 static int have_f16c(void)
 {
     static int known = -1;   /* racy but idempotent: every thread computes the same value */
+    if (__atomic_load_n(&f16c_off, __ATOMIC_RELAXED))
+        return 0;
     int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
     if (v < 0) {
         unsigned a, b, c, d;
@@ -190,6 +195,15 @@ static int have_f16c(void)
     return v;
 }
 #endif
+
+void cohort_reduce_use_f16c(int on)
+{
+#ifdef HAVE_F16C_PATH
+    __atomic_store_n(&f16c_off, !on, __ATOMIC_RELAXED);
+#else
+    (void)on;
+#endif
+}
 
 void cohort_wire_encode(void *dst, const float *src, size_t n, cohort_dtype_t wire)
 {
@@ -421,6 +435,40 @@ static void reduce_staged(kernel2_fn k2, size_t esz, void *out, const void *a, c
     }
 }
 
+/* fp16 through F16C: a block of each operand widened to float32 on the stack, combined by the
+ * float32 kernel of the same op, rounded back to nearest even. The portable fp16 loops do the same
+ * per element (widen, combine in float32, round), so the bits agree, NaNs and +-0 included
+ * (test_reduce compares the two on every fp16 pair it draws); those loops stay scalar, over ten times
+ * slower (docs/performance-log.md), which made fp16 allreduces slower than float32 ones of twice
+ * the bytes. Both operands of a block are read before its result is written: out may be a or b. */
+#ifdef HAVE_F16C_PATH
+enum { F16C_BLOCK = 512 };
+
+static void f16c_reduce(kernel2_fn f32k, void *out, const void *a, const void *b, size_t count)
+{
+    _Alignas(32) float fa[F16C_BLOCK];
+    _Alignas(32) float fb[F16C_BLOCK];
+    for (size_t done = 0; done < count; done += F16C_BLOCK) {
+        size_t n = count - done < F16C_BLOCK ? count - done : F16C_BLOCK;
+        f16c_decode_add(fa, NULL, (const uint16_t *)a + done, n);
+        f16c_decode_add(fb, NULL, (const uint16_t *)b + done, n);
+        f32k(fa, fb, n);
+        f16c_encode((uint16_t *)out + done, fa, n);
+    }
+}
+
+static void f16c_finish(uint16_t *buf, size_t count, int nranks)
+{
+    _Alignas(32) float f[F16C_BLOCK];
+    for (size_t done = 0; done < count; done += F16C_BLOCK) {
+        size_t n = count - done < F16C_BLOCK ? count - done : F16C_BLOCK;
+        f16c_decode_add(f, NULL, buf + done, n);
+        for (size_t i = 0; i < n; i++) f[i] /= (float)nranks;
+        f16c_encode(buf + done, f, n);
+    }
+}
+#endif
+
 void cohort_reduce_local(void *inout, const void *in, size_t count, cohort_dtype_t dtype,
                          cohort_op_t op)
 {
@@ -435,6 +483,12 @@ void cohort_reduce_local3(void *out, const void *a, const void *b, size_t count,
         return;
     size_t esz = ELEM_SIZE[dtype];
     int ok = aligned(out, esz) && aligned(a, esz) && aligned(b, esz);
+#ifdef HAVE_F16C_PATH
+    if (dtype == COHORT_FLOAT16 && ok && have_f16c()) {
+        f16c_reduce(lookup(COHORT_FLOAT32, op)->k2, out, a, b, count);
+        return;
+    }
+#endif
     if (out == a && out != b && ok)
         k->k2(out, b, count);
     else if (out == b && out != a && ok)
@@ -496,5 +550,11 @@ void cohort_reduce_finish(void *buf, size_t count, cohort_dtype_t dtype, cohort_
 {
     if (op != COHORT_AVG || (unsigned)dtype >= COHORT_DTYPE_COUNT || nranks <= 1)
         return;
+#ifdef HAVE_F16C_PATH
+    if (dtype == COHORT_FLOAT16 && aligned(buf, 2) && have_f16c()) {
+        f16c_finish(buf, count, nranks);
+        return;
+    }
+#endif
     FINISH_TABLE[dtype](buf, count, nranks);
 }

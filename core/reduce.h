@@ -18,6 +18,10 @@ void cohort_reduce_local3(void *out, const void *a, const void *b, size_t count,
 void cohort_reduce_finish(void *buf, size_t count, cohort_dtype_t dtype, cohort_op_t op,
                           int nranks);
 
+/* 0: fp16 reductions and conversions take the portable loops even where the CPU has F16C (the
+ * tests compare the two paths); 1: F16C where the CPU has it (the default). */
+void cohort_reduce_use_f16c(int on);
+
 /* Half-precision conversions (round to nearest even; NaN stays NaN; overflow -> inf). */
 float cohort_fp16_to_float(uint16_t h);
 uint16_t cohort_float_to_fp16(float f);

@@ -398,6 +398,62 @@ START_TEST(dtype_op_matrix)
 }
 END_TEST
 
+/* The same checks for fp16 on the portable loops, where F16C would otherwise be taken. */
+START_TEST(fp16_portable_matrix)
+{
+    cohort_op_t op = (cohort_op_t)_i;
+    rng_state = 0x51ed270b27b3d2c1ull + (uint64_t)_i;
+    cohort_reduce_use_f16c(0);
+    for (size_t c = 0; c < sizeof COUNTS / sizeof COUNTS[0]; c++)
+        for (size_t o = 0; o < 3; o++)
+            check_pattern(COHORT_FLOAT16, op, COUNTS[c], o);
+    check_pattern(COHORT_FLOAT16, op, 5000, 1);
+    cohort_reduce_use_f16c(1);
+}
+END_TEST
+
+/* F16C and the portable loops give the same bits, NaN payloads included, for every fp16 value
+ * against 48 others (specials and random ones), with every op and AVG's division; the length is
+ * neither a multiple of 8 nor of the F16C path's block, and one buffer is reused as output. */
+START_TEST(fp16_f16c_matches_portable)
+{
+    enum { NB = 48, N = 65536 * NB + 5 };
+    static const uint16_t special[] = {0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0x7c01, 0xfe3f,
+                                       0x7bff, 0xfbff, 0x0001, 0x8001, 0x03ff, 0x0400, 0x3c00,
+                                       0xbc00, 0x3555};
+    uint16_t *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b);
+    uint16_t *fast = malloc(N * sizeof *fast), *slow = malloc(N * sizeof *slow);
+    ck_assert(a && b && fast && slow);
+    rng_state = 0x2545f4914f6cdd1dull;
+    for (size_t j = 0; j < NB; j++) {
+        uint16_t y = j < sizeof special / sizeof special[0] ? special[j] : (uint16_t)rnd();
+        for (size_t x = 0; x < 65536; x++) {
+            a[j * 65536 + x] = (uint16_t)x;
+            b[j * 65536 + x] = y;
+        }
+    }
+    for (size_t i = 65536 * NB; i < N; i++) a[i] = b[i] = (uint16_t)(0x3c00 + i);
+    for (int op = 0; op < COHORT_OP_COUNT; op++) {
+        for (int pass = 0; pass < 2; pass++) {
+            uint16_t *out = pass ? slow : fast;
+            cohort_reduce_use_f16c(!pass);
+            memcpy(out, b, N * sizeof *out);
+            cohort_reduce_local3(out, a, out, N, COHORT_FLOAT16, (cohort_op_t)op);
+            cohort_reduce_finish(out, N, COHORT_FLOAT16, (cohort_op_t)op, 3);
+        }
+        cohort_reduce_use_f16c(1);
+        for (size_t i = 0; i < N; i++)
+            if (fast[i] != slow[i])
+                ck_abort_msg("op %d: 0x%04x op 0x%04x: F16C 0x%04x, portable 0x%04x", op, a[i],
+                             b[i], fast[i], slow[i]);
+    }
+    free(a);
+    free(b);
+    free(fast);
+    free(slow);
+}
+END_TEST
+
 START_TEST(zero_count_and_bad_args_are_noops)
 {
     uint32_t a[2] = {1, 2}, b[2] = {3, 4};
@@ -779,6 +835,8 @@ static Suite *reduce_suite(void)
     TCase *matrix = tcase_create("matrix");
     tcase_add_loop_test(matrix, dtype_op_matrix, 0, COHORT_DTYPE_COUNT * COHORT_OP_COUNT);
     tcase_add_loop_test(matrix, avg_finish, 0, COHORT_DTYPE_COUNT);
+    tcase_add_loop_test(matrix, fp16_portable_matrix, 0, COHORT_OP_COUNT);
+    tcase_add_test(matrix, fp16_f16c_matches_portable);
     tcase_add_test(matrix, zero_count_and_bad_args_are_noops);
     tcase_set_timeout(matrix, 60);
     suite_add_tcase(s, matrix);
