@@ -438,9 +438,10 @@ static void reduce_staged(kernel2_fn k2, size_t esz, void *out, const void *a, c
 /* fp16 through F16C: a block of each operand widened to float32 on the stack, combined by the
  * float32 kernel of the same op, rounded back to nearest even. The portable fp16 loops do the same
  * per element (widen, combine in float32, round), so the bits agree, NaNs and +-0 included
- * (test_reduce compares the two on every fp16 pair it draws); those loops stay scalar, over ten times
- * slower (docs/performance-log.md), which made fp16 allreduces slower than float32 ones of twice
- * the bytes. Both operands of a block are read before its result is written: out may be a or b. */
+ * (test_reduce compares the two on every fp16 pair it draws); those loops stay scalar, over ten
+ * times slower (docs/performance-log.md), which made fp16 allreduces slower than float32 ones of
+ * twice the bytes. Both operands of a block are read before its result is written: out may be a
+ * or b. */
 #ifdef HAVE_F16C_PATH
 enum { F16C_BLOCK = 512 };
 
