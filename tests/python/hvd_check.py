@@ -282,6 +282,25 @@ def _():
     eq(b.grad, torch.full((3,), 2.0), 'allreduce backward (Average)')
 
 
+@check('Average of inexact values is the sum divided by size')
+def _():
+    # cohort divides in C (ReduceOp.AVG), Python divides for gloo: the bits must be Horovod's,
+    # the rounded sum divided by the size and rounded again, whatever the dtype and path
+    for dt in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        if gloo_lacks(dt):
+            continue
+        g = torch.Generator().manual_seed(1000 + R)
+        x = (torch.randn(1037, generator=g, dtype=torch.float64) * 3).to(dt)
+        # each form against its own Sum: where a sum is rounded depends on the layout
+        for form, run in (('allreduce', lambda op: hvd.allreduce(x, op=op)),
+                          ('grouped', lambda op: hvd.grouped_allreduce([x, x[:5]], op=op)[0])):
+            s = run(hvd.Sum)
+            want = s.float().div_(N).to(dt) if dt in (torch.float16, torch.bfloat16) else s / N
+            got = run(hvd.Average)
+            assert torch.equal(got, want), '%s %s Average differs from Sum / size in %d of %d ' \
+                'elements' % (form, dt, int((got != want).sum()), got.numel())
+
+
 @check('grouped_allreduce')
 def _():
     shapes = [((4,), torch.float32), ((3, 2), torch.int64), ((1,), torch.float32), ((), torch.float64),

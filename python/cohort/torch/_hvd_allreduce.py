@@ -28,11 +28,16 @@ def _scale_(t, factor):
         t.copy_((t.double() * factor).trunc())
 
 
-def _postscale_(t, op, postscale, n):
-    """Applies postscale, and 1/n for Average: floating point divides by n, then scales;
-    integers compute trunc(x * postscale / n) in double (Horovod multiplies by postscale/n,
-    which can land one below an exact quotient)."""
-    if op != Average:
+def _postscale_(t, op, postscale, n, divided=False):
+    """Applies postscale, and 1/n for Average (unless the backend ``divided`` already):
+    floating point divides by n, then scales; integers compute trunc(x * postscale / n) in
+    double (Horovod multiplies by postscale/n, which can land one below an exact quotient)."""
+    if op != Average or divided:
+        _scale_(t, postscale)
+    elif t.dtype in (torch.float16, torch.bfloat16):
+        # the same bits as t.div_(n), which also divides in float32 element by element, in
+        # half the time on CPU
+        t.copy_(t.float().div_(n))
         _scale_(t, postscale)
     elif t.dtype.is_floating_point:
         t.div_(n)
@@ -71,6 +76,9 @@ def _grouped_allreduce_handle(tensors, inplace, name, op, prescale, postscale, p
             if b.numel():
                 by_dtype.setdefault(b.dtype, []).append(i)
         torch_op = _TORCH_OP[op]
+        # Average of floating-point tensors: where the backend divides (cohort's AVG), it does
+        # so in C; the result is the same as dividing here
+        divided = op == Average and comm.divides
         fused = []
 
         def issue():
@@ -81,7 +89,8 @@ def _grouped_allreduce_handle(tensors, inplace, name, op, prescale, postscale, p
                 else:
                     flat = torch.cat([bufs[i].view(-1) for i in idxs])
                 fused.append((flat, idxs))
-                ops.append(comm.allreduce(flat, torch_op, label if len(by_dtype) == 1 else
+                ops.append(comm.allreduce(flat, 'avg' if divided and dt.is_floating_point
+                                          else torch_op, label if len(by_dtype) == 1 else
                                           '%s.%s' % (label, _dtype_name(dt))))
             h.ops = ops
         descs = [[_DTYPE_CODE[b.dtype], 1, b.numel(), _shape_hash(b.shape),
@@ -98,7 +107,8 @@ def _grouped_allreduce_handle(tensors, inplace, name, op, prescale, postscale, p
                         off += n
             out = []
             for t, b, c in zip(tensors, bufs, copied):
-                _postscale_(b, op, postscale, comm.size)
+                _postscale_(b, op, postscale, comm.size,
+                            divided and b.dtype.is_floating_point)
                 if inplace:
                     if c:
                         t.detach().copy_(b)

@@ -62,6 +62,7 @@ class _Comm(object):
         self.reads = 0                  # store reads of the join count so far
         self.clean_upto = 0             # the last read that found no rank joined
         self.poll_s = float(os.environ.get('COHORT_HVD_JOIN_POLL', _JOIN_POLL_S))
+        self._divides = None
         self._reset_join()
 
     def _reset_join(self):
@@ -69,6 +70,18 @@ class _Comm(object):
         self.known_joined = 0
         self.min_join_c = None
         self.last_check = time.monotonic()
+
+    @property
+    def divides(self):
+        """Whether the backend averages floating-point tensors itself (ReduceOp.AVG: the sum
+        divided by the group's size, in the tensor's dtype, as Horovod's Average): cohort does,
+        in C (fp16 through F16C); gloo has no AVG in this torch, and Python divides instead."""
+        if self._divides is None:
+            try:
+                self._divides = dist.get_backend(self.group) == 'cohort'
+            except (RuntimeError, ValueError):
+                self._divides = False
+        return self._divides
 
     def _g(self, group_rank):
         return group_rank if self.global_ranks is None else self.global_ranks[group_rank]

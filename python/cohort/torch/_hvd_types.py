@@ -14,7 +14,7 @@ _OP_NAMES = {Average: 'Average', Sum: 'Sum', Adasum: 'Adasum', Min: 'Min', Max: 
              Product: 'Product'}
 _TORCH_OP = {Average: 'sum', Sum: 'sum', Min: 'min', Max: 'max', Product: 'product'}
 _REDUCE_OPS = {'sum': dist.ReduceOp.SUM, 'min': dist.ReduceOp.MIN, 'max': dist.ReduceOp.MAX,
-               'product': dist.ReduceOp.PRODUCT}
+               'product': dist.ReduceOp.PRODUCT, 'avg': dist.ReduceOp.AVG}
 
 
 class HorovodInternalError(RuntimeError):
