@@ -29,6 +29,53 @@
 #define CLOCK_EVERY 16
 #define SLEEP_POLL_MS 2
 
+/* A yield hands the core to whatever else runs there. A rank that polls as we do gives it back
+ * within microseconds; a thread that computes (the application's own, while cohort's progress
+ * thread or a framework's completion thread waits for it; or another program) may keep it for
+ * the rest of its time slice, milliseconds, and every message the wait needs then costs that
+ * much. Where every peer is on another node (its messages come through sockets, whose wake-up
+ * gets the core back at once), a yield that took SLOW_YIELD_NS or more (well above a hand-off
+ * between polling threads, below any scheduler's slice) puts the thread on hold for HOLD_NS:
+ * its waits poll without yielding for up to HOLD_SPIN_NS and then sleep on the endpoints' fds
+ * (docs/performance-log.md, eighth sitting of 2026-11-27). When the hold ends a
+ * yield is tried again: if it is slow again the next hold is twice as long (up to HOLD_MAX_NS,
+ * so that a probe costs a small part of the time), if it is quick the holds start over. */
+#define SLOW_YIELD_NS 200000ull
+#define HOLD_NS 100000000ull
+#define HOLD_MAX_NS 1600000000ull
+#define HOLD_SPIN_NS 30000ull
+static _Thread_local uint64_t hold_until, hold_len;
+
+static void yield_core(const cohort_comm_t *comm, cohort_pace_t *p)
+{
+    if (comm->local_size > 1) {
+        /* a peer on this node: a slow yield may have gone to it, and it answers sooner when
+         * we yield than when it must wake us (measured: held waits made shm bursts at np 2
+         * and 8 B allreduces at np 4 on 2 cores slower) */
+        sched_yield();
+        return;
+    }
+    uint64_t t0 = cohort_now_ns();
+    sched_yield();
+    uint64_t t1 = cohort_now_ns();
+    if (t1 - t0 < SLOW_YIELD_NS) {
+        hold_len = 0;
+        return;
+    }
+    hold_len = !hold_len ? HOLD_NS : hold_len < HOLD_MAX_NS / 2 ? 2 * hold_len : HOLD_MAX_NS;
+    hold_until = t1 + hold_len;
+    p->hold = 1;
+}
+
+/* On hold: 1 once the wait has polled for HOLD_SPIN_NS (the clock read every CLOCK_EVERY). */
+static int hold_spin_done(cohort_pace_t *p)
+{
+    if (p->spins % CLOCK_EVERY) return 0;
+    uint64_t now = cohort_now_ns();
+    if (!p->spin_until) p->spin_until = now + HOLD_SPIN_NS;
+    return now >= p->spin_until;
+}
+
 static cohort_status_t check_peer(cohort_comm_t *comm, int peer, const char *what)
 {
     if (peer < 0 || peer >= comm->nranks || peer == comm->rank || !comm->peers ||
@@ -244,11 +291,14 @@ cohort_status_t cohort_p2p_pace(cohort_comm_t *comm, cohort_pace_t *p, int progr
             return st;
         }
         return cohort_p2p_progress(comm);   /* after waking: progress, then test */
-    } else if (++p->spins >= comm->spin && spin_done(comm, p)) {
-        p->armed = 1;
-        return cohort_p2p_progress(comm);   /* before sleeping: progress, test */
-    } else if (comm->oversubscribed || p->spins % YIELD_EVERY == 0) {
-        sched_yield();
+    } else {
+        /* a stall starts on hold while a slow yield is recent (yield_core) */
+        if (++p->spins == 1 && hold_until && cohort_now_ns() < hold_until) p->hold = 1;
+        if (p->hold ? hold_spin_done(p) : p->spins >= comm->spin && spin_done(comm, p)) {
+            p->armed = 1;
+            return cohort_p2p_progress(comm);   /* before sleeping: progress, test */
+        }
+        if (!p->hold && (comm->oversubscribed || p->spins % YIELD_EVERY == 0)) yield_core(comm, p);
     }
     if (periodic && p->spins % PROGRESS_EVERY == 0) return cohort_p2p_progress(comm);
     return COHORT_SUCCESS;

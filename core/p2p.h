@@ -61,8 +61,8 @@ cohort_status_t cohort_p2p_waitany(cohort_comm_t *comm, cohort_preq_t *reqs, int
 void cohort_p2p_idle(cohort_comm_t *comm, int timeout_ms);
 /* The pace of one wait, shared by the core's wait loops (requests here, a transport's own
  * collectives in core/plugin_coll.c): spin COHORT_SPIN polls and COHORT_SPIN_US (yielding
- * each poll when oversubscribed), then sleep on the endpoints' fds, COHORT_TIMEOUT per stall.
- * Start it zeroed. */
+ * each poll when oversubscribed; after a slow yield, polling briefly without yields: p2p.c),
+ * then sleep on the endpoints' fds, COHORT_TIMEOUT per stall. Start it zeroed. */
 typedef struct cohort_pace {
     unsigned spins;          /* fruitless polls since the last progress */
     uint64_t spin_until;     /* end of the COHORT_SPIN_US window (0: not started) */
@@ -72,6 +72,7 @@ typedef struct cohort_pace {
     uint64_t next_stall_warn;/* when to report it (COHORT_STALL_WARN; 0: never) */
     int stall_warn_due;      /* set by pace: the caller reports the stall, then clears it */
     int job_failed;          /* the error returned is the job's (jobctl.h), with its message */
+    int hold;                /* no yields in this stall: one took long (p2p.c, yield_core) */
 } cohort_pace_t;
 /* Call after each pass over what the wait is for, saying whether the pass got anywhere.
  * COHORT_SUCCESS: poll again; COHORT_ERR_TIMEOUT, without a message (the caller names what
