@@ -65,6 +65,7 @@ static void yield_core(const cohort_comm_t *comm, cohort_pace_t *p)
     hold_len = !hold_len ? HOLD_NS : hold_len < HOLD_MAX_NS / 2 ? 2 * hold_len : HOLD_MAX_NS;
     hold_until = t1 + hold_len;
     p->hold = 1;
+    p->spin_until = 0;   /* the hold's own window (hold_spin_done), not COHORT_SPIN_US's */
 }
 
 /* On hold: 1 once the wait has polled for HOLD_SPIN_NS (the clock read every CLOCK_EVERY). */
