@@ -63,6 +63,11 @@ static void yield_core(const cohort_comm_t *comm, cohort_pace_t *p)
         return;
     }
     hold_len = !hold_len ? HOLD_NS : hold_len < HOLD_MAX_NS / 2 ? 2 * hold_len : HOLD_MAX_NS;
+    if (hold_len == HOLD_NS)   /* a hold's start, not each probe's */
+        COHORT_INFO("p2p", "rank %d: a yield kept this thread off its core for %.0f us (a "
+                    "thread that computes shares it): its waits sleep instead of yielding for "
+                    "%.0f ms or more", comm->rank, (double)(t1 - t0) / 1e3,
+                    (double)HOLD_NS / 1e6);
     hold_until = t1 + hold_len;
     p->hold = 1;
     p->spin_until = 0;   /* the hold's own window (hold_spin_done), not COHORT_SPIN_US's */

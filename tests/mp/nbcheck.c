@@ -15,6 +15,8 @@
  *   cohortrun -np N tests/mp/nbcheck --timeout F  rank 0 never joins; the others' requests time
  *                                                 out (COHORT_TIMEOUT); rank 0 leaves once
  *                                                 files F.<rank> say they are done
+ *   cohortrun -np N tests/mp/nbcheck --busy R     R rounds: allreduces outstanding while the
+ *                                                 caller computes, then checked
  * Correctness: batches of every non-blocking collective (x dtype x op x in/out of place, several
  * counts, roots, v-variants with zero counts and scattered displacements, 40 or more
  * outstanding at once) issued back to back, with blocking calls between them, completed in an
@@ -1051,6 +1053,48 @@ static int mode_stop_at(int k)
 /* --idle S: after a non-blocking allreduce (the progress thread exists), the process sleeps S
  * seconds; the CPU time it used meanwhile (getrusage) must be next to nothing: the thread waits
  * on a condition variable, it does not poll. */
+/* --busy R: what a training step does: R rounds of allreduces of several sizes issued, then the
+ * caller computes (a loop that makes no cohort call) for a few ms, then waits for them all; every
+ * element checked. Run with every rank and thread on one CPU (taskset), the progress thread's
+ * yields give the core to the computing thread: its waits then hold (core/p2p.c), which must
+ * change nothing but the timing. */
+static int mode_busy(int rounds)
+{
+    static const size_t counts[] = { 1, 5, 1000, 65536 + 3, 262144 };
+    enum { N = sizeof counts / sizeof counts[0] };
+    volatile double sink = 0;
+    for (int r = 0; r < rounds; r++) {
+        float *buf[N];
+        cohort_request_t *req[N];
+        for (int i = 0; i < N; i++) {
+            buf[i] = xmalloc(counts[i] * sizeof(float));
+            for (size_t j = 0; j < counts[i]; j++)
+                buf[i][j] = (float)((rank + 1) * (int)((j + (size_t)r) % 97));
+            cohort_status_t st = cohort_iallreduce(comm, buf[i], buf[i], counts[i],
+                                                   COHORT_FLOAT32, COHORT_SUM, &req[i]);
+            CHECK(st == COHORT_SUCCESS, "busy round %d: iallreduce of %zu: %s", r, counts[i],
+                  cohort_last_error());
+        }
+        double end = now_s() + 0.002 + 0.001 * (rank % 3);
+        while (now_s() < end)
+            for (int k = 0; k < 1000; k++) sink += k * 0.5;
+        cohort_status_t st = cohort_waitall(N, req, NULL);
+        CHECK(st == COHORT_SUCCESS, "busy round %d: waitall: %s", r, cohort_last_error());
+        long sum = (long)nranks * (nranks + 1) / 2;
+        for (int i = 0; i < N; i++) {
+            size_t bad = 0;
+            for (size_t j = 0; j < counts[i]; j++)
+                bad += buf[i][j] != (float)(sum * (long)((j + (size_t)r) % 97));
+            CHECK(bad == 0, "busy round %d: allreduce of %zu: %zu wrong elements", r, counts[i],
+                  bad);
+            free(buf[i]);
+        }
+    }
+    cohort_status_t st = cohort_comm_destroy(comm);
+    CHECK(st == COHORT_SUCCESS, "destroy: %s", cohort_last_error());
+    return 0;
+}
+
 static int mode_idle(double secs)
 {
     double x = 1, y = 0;
@@ -1100,6 +1144,7 @@ int main(int argc, char **argv)
     else if (argc > 1 && !strcmp(argv[1], "--p2p-mismatch")) mode_p2p_mismatch();
     else if (argc > 1 && !strcmp(argv[1], "--p2p-short")) mode_p2p_short();
     else if (argc > 2 && !strcmp(argv[1], "--timeout")) mode_timeout(argv[2]);
+    else if (argc > 2 && !strcmp(argv[1], "--busy")) mode_busy(atoi(argv[2]));
     else {
         unsigned seed = 12345u + (unsigned)rank * 7919u;
         int salt = 0;

@@ -16,6 +16,11 @@ run_case "non-blocking, every rank a node of its own (compression across nodes),
     env FAKE_PER=1 "$COHORTRUN" -np 3 "$top_srcdir/tests/mp/fakenode.sh" "$NB"
 run_case "non-blocking, every rank a node of its own, 1 KiB chunks (compressed slices), np=3" \
     env FAKE_PER=1 COHORT_CHUNK_SIZE=1024 "$COHORTRUN" -np 3 "$top_srcdir/tests/mp/fakenode.sh" "$NB"
+# allreduces outstanding while every rank computes, all of them and their threads on one CPU:
+# the waits' yields give the core to a computing thread, so they hold and sleep (core/p2p.c)
+run_case "non-blocking while the callers compute on one CPU, every rank a node of its own, np=3" \
+    env FAKE_PER=1 COHORT_DEBUG=INFO taskset -c 0 "$COHORTRUN" -np 3 \
+    "$top_srcdir/tests/mp/fakenode.sh" "$NB" --busy 30
 run_case "non-blocking, 2 nodes x 2 ranks (hierarchical), np=4" \
     env FAKE_PER=2 "$COHORTRUN" -np 4 "$top_srcdir/tests/mp/fakenode.sh" "$NB"
 run_case "non-blocking, COHORT_PROGRESS=caller, np=3" \
