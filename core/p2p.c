@@ -298,8 +298,11 @@ cohort_status_t cohort_p2p_pace(cohort_comm_t *comm, cohort_pace_t *p, int progr
         }
         return cohort_p2p_progress(comm);   /* after waking: progress, then test */
     } else {
-        /* a stall starts on hold while a slow yield is recent (yield_core) */
-        if (++p->spins == 1 && hold_until && cohort_now_ns() < hold_until) p->hold = 1;
+        /* a stall starts on hold while a slow yield is recent (yield_core; a thread may wait
+         * on communicators of both kinds: only those without peers on the node hold) */
+        if (++p->spins == 1 && hold_until && comm->local_size == 1 &&
+            cohort_now_ns() < hold_until)
+            p->hold = 1;
         if (p->hold ? hold_spin_done(p) : p->spins >= comm->spin && spin_done(comm, p)) {
             p->armed = 1;
             return cohort_p2p_progress(comm);   /* before sleeping: progress, test */
