@@ -1050,9 +1050,6 @@ static int mode_stop_at(int k)
     }
 }
 
-/* --idle S: after a non-blocking allreduce (the progress thread exists), the process sleeps S
- * seconds; the CPU time it used meanwhile (getrusage) must be next to nothing: the thread waits
- * on a condition variable, it does not poll. */
 /* --busy R: what a training step does: R rounds of allreduces of several sizes issued, then the
  * caller computes (a loop that makes no cohort call) for a few ms, then waits for them all; every
  * element checked. Run with every rank and thread on one CPU (taskset), the progress thread's
@@ -1095,6 +1092,9 @@ static int mode_busy(int rounds)
     return 0;
 }
 
+/* --idle S: after a non-blocking allreduce (the progress thread exists), the process sleeps S
+ * seconds; the CPU time it used meanwhile (getrusage) must be next to nothing: the thread waits
+ * on a condition variable, it does not poll. */
 static int mode_idle(double secs)
 {
     double x = 1, y = 0;
