@@ -46,12 +46,17 @@
 #define HOLD_SPIN_NS 30000ull
 static _Thread_local uint64_t hold_until, hold_len;
 
+/* Whether comm's waits may hold: not with a peer on this node, which a slow yield may have gone
+ * to and which answers sooner when we yield than when it must wake us (measured: held waits made
+ * shm bursts at np 2 and 8 B allreduces at np 4 on 2 cores slower). */
+static int may_hold(const cohort_comm_t *comm)
+{
+    return comm->local_size == 1;
+}
+
 static void yield_core(const cohort_comm_t *comm, cohort_pace_t *p)
 {
-    if (comm->local_size > 1) {
-        /* a peer on this node: a slow yield may have gone to it, and it answers sooner when
-         * we yield than when it must wake us (measured: held waits made shm bursts at np 2
-         * and 8 B allreduces at np 4 on 2 cores slower) */
+    if (!may_hold(comm)) {
         sched_yield();
         return;
     }
@@ -299,9 +304,8 @@ cohort_status_t cohort_p2p_pace(cohort_comm_t *comm, cohort_pace_t *p, int progr
         return cohort_p2p_progress(comm);   /* after waking: progress, then test */
     } else {
         /* a stall starts on hold while a slow yield is recent (yield_core; a thread may wait
-         * on communicators of both kinds: only those without peers on the node hold) */
-        if (++p->spins == 1 && hold_until && comm->local_size == 1 &&
-            cohort_now_ns() < hold_until)
+         * on communicators of both kinds) */
+        if (++p->spins == 1 && hold_until && may_hold(comm) && cohort_now_ns() < hold_until)
             p->hold = 1;
         if (p->hold ? hold_spin_done(p) : p->spins >= comm->spin && spin_done(comm, p)) {
             p->armed = 1;
