@@ -367,7 +367,7 @@ static void timeline_op(cohort_comm_t *comm, const cohort_coll_args_t *a, uint64
                  : "receive from", a->peer);
         tp = cohort_comm_peer_transport(comm, a->peer);
     } else {
-        snprintf(name, sizeof name, "%s%s #%llu", a->fused ? "fused " : "",
+        snprintf(name, sizeof name, "%s%s #%llu", a->fused > 1 ? "fused " : "",
                  a->negotiation ? "fusion negotiation" : cohort_coll_name(a->coll),
                  (unsigned long long)comm->seq);
     }

@@ -103,11 +103,18 @@ const char *cohort_comm_desc(cohort_comm_t *comm)
     else if (a->negotiation)
         snprintf(comm->desc, sizeof comm->desc, "allreduce #%llu (the ranks agreeing how many "
                  "queued allreduces to fuse)", seq);
-    else if (a->fused)
+    else if (a->fused > 1)
+        /* the count is the members' (the elements that carry the next batch's size are the
+         * engine's) */
         snprintf(comm->desc, sizeof comm->desc, "allreduce #%llu (count %zu, %s, %s: %d fused "
-                 "requests, issued #%llu to #%llu on this rank)", seq, a->count,
+                 "requests, issued #%llu to #%llu on this rank)", seq, a->count - (size_t)a->carry,
                  cohort_dtype_name(a->dtype), cohort_op_name(a->op), a->fused,
                  (unsigned long long)a->fused_first, (unsigned long long)a->fused_last);
+    else if (a->fused)
+        snprintf(comm->desc, sizeof comm->desc, "allreduce #%llu (count %zu, %s, %s: request "
+                 "#%llu on this rank)", seq, a->count - (size_t)a->carry,
+                 cohort_dtype_name(a->dtype), cohort_op_name(a->op),
+                 (unsigned long long)a->fused_first);
     else
         snprintf(comm->desc, sizeof comm->desc, "%s #%llu (count %zu, %s%s%s, root %d)", name,
                  seq, a->count, cohort_dtype_name(a->dtype), d->reduces ? ", " : "",

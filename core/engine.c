@@ -90,6 +90,11 @@ typedef struct cohort_engine {
     void *fbuf;                       /* the fusion buffer (cohort_mem_alloc), fcap bytes */
     size_t fcap;
     uint64_t fused_reqs, fused_batches;
+    uint64_t carried;                 /* the next batch's size, agreed through the last batch's
+                                       * allreduce (0: not known; see run_fusable) */
+    cohort_request_t batch;           /* run_fusable's batch container (one runs at a time):
+                                       * a lone call that carries allocates nothing */
+    size_t batch_cap;                 /* batch.members holds this many */
     /* groups (the issuing thread only) */
     int group_depth;
     cohort_request_t *ghead, *gtail;
@@ -212,7 +217,7 @@ static void complete(cohort_engine_t *e, cohort_request_t *r, cohort_status_t st
                                   args);
         }
     }
-    if (r->flags & R_INTERNAL) {
+    if ((r->flags & R_INTERNAL) && r != &e->batch) {
         free(r->members);
         free(r);
     }
@@ -221,20 +226,25 @@ static void complete(cohort_engine_t *e, cohort_request_t *r, cohort_status_t st
 }
 
 /* Runs a batch: its members' sendbufs into the fusion buffer, one allreduce in place there, the
- * result out to their recvbufs. Lock not held. */
-static cohort_status_t run_fused(cohort_engine_t *e, cohort_comm_t *comm, cohort_request_t *b)
+ * result out to their recvbufs. With carry, this rank's count for the next batch (mine) travels
+ * after the data and *next receives the count every rank agreed on (cohort_fuse_carry_get).
+ * Lock not held. */
+static cohort_status_t run_fused(cohort_engine_t *e, cohort_comm_t *comm, cohort_request_t *b,
+                                 int carry, uint64_t mine, uint64_t *next)
 {
     const cohort_coll_args_t *first = &b->members[0]->a;
-    size_t es = first->esize, total = 0;
+    size_t es = first->esize, total = 0, extra = 0;
     for (int i = 0; i < b->nmembers; i++) total += b->members[i]->a.count;
-    if (total * es > e->fcap) {
+    if (carry) extra = (size_t)cohort_fuse_carry_n(total * es);
+    if ((total + extra) * es > e->fcap) {
         /* cohort's own memory: the transports' fastest paths apply to it (shm reads it in place
          * when every rank's buffer comes from cohort_mem_alloc, which every rank's fusion
          * buffer does) */
         cohort_mem_free(e->fbuf);
         e->fbuf = NULL;
         e->fcap = 0;
-        size_t want = total * es < e->threshold / 8 ? e->threshold / 8 : total * es;
+        size_t need = (total + extra) * es;
+        size_t want = need < e->threshold / 8 ? e->threshold / 8 : need;
         cohort_status_t st = cohort_mem_alloc(want, &e->fbuf);
         if (st) {
             e->fbuf = NULL;
@@ -252,11 +262,13 @@ static cohort_status_t run_fused(cohort_engine_t *e, cohort_comm_t *comm, cohort
         memcpy(f + off, a->sendbuf, a->count * es);
         off += a->count * es;
     }
+    if (carry) cohort_fuse_carry_put(f + off, (int)extra, first->dtype, first->op, mine);
     cohort_coll_args_t all = { .coll = COHORT_COLL_ALLREDUCE, .sendbuf = f, .recvbuf = f,
-                               .count = total, .dtype = first->dtype, .op = first->op,
+                               .count = total + extra, .dtype = first->dtype, .op = first->op,
                                .esize = es, .wire = first->wire, .fused = b->nmembers,
                                .fused_first = b->members[0]->number,
-                               .fused_last = b->members[b->nmembers - 1]->number };
+                               .fused_last = b->members[b->nmembers - 1]->number,
+                               .carry = (int)extra };
     cohort_status_t st = b->members[0]->exec(comm, &all, "cohort_iallreduce (fused)");
     if (st) return st;
     off = 0;
@@ -264,6 +276,11 @@ static cohort_status_t run_fused(cohort_engine_t *e, cohort_comm_t *comm, cohort
         const cohort_coll_args_t *a = &b->members[i]->a;
         memcpy(a->recvbuf, f + off, a->count * es);
         off += a->count * es;
+    }
+    if (carry) {
+        *next = cohort_fuse_carry_get(f + off, (int)extra, first->dtype, first->op,
+                                      comm->nranks);
+        if (*next > mine) *next = 0;   /* cannot be: every rank's "yes" includes ours */
     }
     return COHORT_SUCCESS;
 }
@@ -277,11 +294,45 @@ static cohort_fuse_item_t item_of(const cohort_request_t *r, size_t threshold)
     return it;
 }
 
-#define WINDOW_MAX 256    /* queue entries one negotiation looks at (a batch of at most this many) */
+#define WINDOW_MAX 256    /* queue entries one count looks at (a batch of at most this many) */
 
-/* The head is a fusable allreduce: the ranks agree (an allreduce of MIN over how many of the
- * queued allreduces each could fuse with it; see docs/design.md) and run that many as one.
- * Lock held on entry and exit; running is set by the caller. */
+/* A head this small that runs alone goes through the fusion buffer to carry the next batch's
+ * size: copying it in and out costs less than the negotiation's round trip it saves (a larger
+ * one negotiates first; docs/design.md). */
+#define CARRY_ALONE_MAX 16384
+
+/* Lock held: how many queued allreduces from the head on could join the head's batch
+ * (cohort_fuse_window); 0 when the head is not a fusable allreduce or the queue is empty. */
+static uint64_t window_count(cohort_engine_t *e)
+{
+    cohort_fuse_item_t items[64];
+    cohort_fuse_item_t *it = items;
+    int n = 0, cap = 64;
+    for (cohort_request_t *q = e->head; q && n < WINDOW_MAX; q = q->next) {
+        if (n == cap) {
+            cohort_fuse_item_t *more = malloc(sizeof *more * (size_t)cap * 2);
+            if (!more) break;
+            memcpy(more, it, sizeof *it * (size_t)n);
+            if (it != items) free(it);
+            it = more;
+            cap *= 2;
+        }
+        it[n] = item_of(q, e->threshold);
+        if (!(q->flags & R_FUSABLE)) it[n].fusable = 0;
+        if (!it[n++].fusable) break;
+    }
+    uint64_t k = n && it[0].fusable ? (uint64_t)cohort_fuse_window(it, n, e->threshold) : 0;
+    if (it != items) free(it);
+    return k;
+}
+
+/* The head is a fusable allreduce. Its batch's size is what every rank agrees on: carried by
+ * the batch before (each batch's allreduce carries the ranks' counts for the next one, see
+ * docs/design.md), else 1 for a small head (which then carries the count for the batch after
+ * it), else the result of a negotiation (an allreduce of MIN over how many of the queued
+ * allreduces each rank could fuse with it). Every choice depends only on values every rank
+ * has, so the ranks run the same batches. Lock held on entry and exit; running is set by the
+ * caller. */
 static void run_fusable(cohort_engine_t *e, cohort_comm_t *comm)
 {
     cohort_request_t *h = e->head;
@@ -302,35 +353,26 @@ static void run_fusable(cohort_engine_t *e, cohort_comm_t *comm)
             pthread_cond_timedwait(&e->work, &e->mu, &ts);
         }
     }
-    cohort_fuse_item_t items[64];
-    cohort_fuse_item_t *it = items;
-    int n = 0, cap = 64;
-    for (cohort_request_t *q = h; q && n < WINDOW_MAX; q = q->next) {
-        if (n == cap) {
-            cohort_fuse_item_t *more = malloc(sizeof *more * (size_t)cap * 2);
-            if (!more) break;
-            memcpy(more, it, sizeof *it * (size_t)n);
-            if (it != items) free(it);
-            it = more;
-            cap *= 2;
-        }
-        it[n] = item_of(q, e->threshold);
-        if (!(q->flags & R_FUSABLE)) it[n].fusable = 0;
-        if (!it[n++].fusable) break;
-    }
-    uint64_t mine = (uint64_t)cohort_fuse_window(it, n, e->threshold), k = 0;
-    if (it != items) free(it);
-    pthread_mutex_unlock(&e->mu);
-
-    cohort_coll_args_t neg = { .coll = COHORT_COLL_ALLREDUCE, .sendbuf = &mine, .recvbuf = &k,
-                               .count = 1, .dtype = COHORT_UINT64, .op = COHORT_MIN,
-                               .esize = 8, .negotiation = 1 };
-    cohort_status_t st = h->exec(comm, &neg, "cohort_iallreduce (fusion negotiation)");
+    int carry = cohort_fuse_can_carry(h->a.dtype, h->a.op, h->a.wire, comm->nranks);
+    int small = carry && h->a.count * h->a.esize <= CARRY_ALONE_MAX;
+    uint64_t k = e->carried, mine = 0;
+    e->carried = 0;
+    cohort_status_t st = COHORT_SUCCESS;
     char msg[1024] = "";
-    if (st) snprintf(msg, sizeof msg, "%s", cohort_last_error());
-    pthread_mutex_lock(&e->mu);
-    if (st || k <= 1 || k > mine) {
-        /* alone (or failed: the communicator is broken, the head reports why) */
+    if (!k && small) k = 1;
+    if (!k) {
+        mine = window_count(e);
+        pthread_mutex_unlock(&e->mu);
+        cohort_coll_args_t neg = { .coll = COHORT_COLL_ALLREDUCE, .sendbuf = &mine,
+                                   .recvbuf = &k, .count = 1, .dtype = COHORT_UINT64,
+                                   .op = COHORT_MIN, .esize = 8, .negotiation = 1 };
+        st = h->exec(comm, &neg, "cohort_iallreduce (fusion negotiation)");
+        if (st) snprintf(msg, sizeof msg, "%s", cohort_last_error());
+        pthread_mutex_lock(&e->mu);
+        if (!st && k > mine) k = 1;   /* cannot be: MIN is at most ours */
+    }
+    if (st || (k <= 1 && !small)) {
+        /* alone, as issued (or failed: the communicator is broken, the head reports why) */
         e->head = h->next;
         if (!e->head) e->tail = NULL;
         if (!st) {
@@ -343,21 +385,24 @@ static void run_fusable(cohort_engine_t *e, cohort_comm_t *comm)
         return;
     }
     /* unlink the first k allreduces of the head's dtype and op, in order */
-    cohort_request_t *b = calloc(1, sizeof *b);
-    cohort_request_t **m = calloc((size_t)k, sizeof *m);
-    if (!b || !m) {
-        free(b);
-        free(m);
-        e->head = h->next;
-        if (!e->head) e->tail = NULL;
-        complete(e, h, cohort_error(COHORT_ERR_NO_MEMORY, "rank %d: no memory to fuse %llu "
-                                    "allreduces", comm->rank, (unsigned long long)k),
-                 cohort_last_error());
-        /* the others ran one negotiation ahead: this rank's communicator cannot go on */
-        comm->broken = COHORT_ERR_NO_MEMORY;
-        snprintf(comm->broken_msg, sizeof comm->broken_msg, "%s", cohort_last_error());
-        return;
+    cohort_request_t *b = &e->batch;
+    if (e->batch_cap < k) {
+        cohort_request_t **m = realloc(b->members, sizeof *m * (size_t)k);
+        if (!m) {
+            e->head = h->next;
+            if (!e->head) e->tail = NULL;
+            complete(e, h, cohort_error(COHORT_ERR_NO_MEMORY, "rank %d: no memory to fuse "
+                                        "%llu allreduces", comm->rank, (unsigned long long)k),
+                     cohort_last_error());
+            /* the others run the batch: this rank's communicator cannot go on */
+            comm->broken = COHORT_ERR_NO_MEMORY;
+            snprintf(comm->broken_msg, sizeof comm->broken_msg, "%s", cohort_last_error());
+            return;
+        }
+        b->members = m;
+        e->batch_cap = k;
     }
+    cohort_request_t **m = b->members;
     int got = 0;
     cohort_request_t **link = &e->head, *prev = NULL;
     while (*link && got < (int)k) {
@@ -374,16 +419,21 @@ static void run_fusable(cohort_engine_t *e, cohort_comm_t *comm)
         }
     }
     b->flags = R_INTERNAL;
-    b->members = m;
     b->nmembers = got;
     e->pending++;
+    /* this rank's count for the batch after this one, from what is queued behind it now */
+    mine = carry ? window_count(e) : 0;
     pthread_mutex_unlock(&e->mu);
-    st = run_fused(e, comm, b);
+    uint64_t next = 0;
+    st = run_fused(e, comm, b, carry, mine, &next);
     if (st) snprintf(msg, sizeof msg, "%s", cohort_last_error());
     pthread_mutex_lock(&e->mu);
     if (!st) {
-        e->fused_reqs += (uint64_t)got;
-        e->fused_batches++;
+        e->carried = next;
+        if (got > 1) {
+            e->fused_reqs += (uint64_t)got;
+            e->fused_batches++;
+        }
     }
     complete(e, b, st, msg);
 }
@@ -467,7 +517,8 @@ static void run_one(cohort_engine_t *e, cohort_comm_t *comm)
         e->head = r->next;
         if (!e->head) e->tail = NULL;
         pthread_mutex_unlock(&e->mu);
-        cohort_status_t st = r->nmembers ? run_fused(e, comm, r) : r->exec(comm, &r->a, r->fn);
+        cohort_status_t st = r->nmembers ? run_fused(e, comm, r, 0, 0, NULL)
+                                          : r->exec(comm, &r->a, r->fn);
         char msg[1024] = "";
         if (st) snprintf(msg, sizeof msg, "%s", cohort_last_error());
         pthread_mutex_lock(&e->mu);
@@ -763,6 +814,7 @@ void cohort_engine_free(cohort_comm_t *comm)
     pthread_cond_destroy(&e->done);
     pthread_mutex_destroy(&e->mu);
     cohort_mem_free(e->fbuf);
+    free(e->batch.members);
     for (cohort_request_t *r = e->spare, *next; r; r = next) {
         next = r->next;
         free(r);

@@ -52,6 +52,8 @@ typedef struct cohort_coll_args {
     int fused;
     uint64_t fused_first, fused_last;
     int negotiation;
+    int carry;           /* a fused allreduce: elements after its members' data that carry the
+                            next batch's size (count includes them) */
     int peer, tag;       /* COHORT_OP_SEND / COHORT_OP_RECV */
     int wire;            /* a float32 SUM/AVG allreduce that travels compressed where its ranks
                             are on several nodes: COHORT_FLOAT16 or COHORT_BFLOAT16; 0: not */

@@ -17,6 +17,7 @@
 
 #include "cohort/cohort.h"
 #include "core/fusion.h"
+#include "core/reduce.h"
 #include "tests/unit/expect.h"
 
 static int oob_self(const void *s, void *r, size_t n, void *ctx)
@@ -373,6 +374,111 @@ START_TEST(window_counts)
 }
 END_TEST
 
+/* The carried count (cohort_fuse_carry_put/get): every rank's elements reduced with the batch's
+ * own op and dtype, as the transports reduce them (AVG divided once at the end, compressed wire
+ * formats rounded at every step), give the largest level every rank's count reaches. */
+static const size_t esz[COHORT_DTYPE_COUNT] = { 1, 1, 4, 4, 8, 8, 2, 2, 4, 8 };
+
+static uint64_t carry_reduced(int nc, int dtype, int op, int wire, int n, const uint64_t *counts)
+{
+    unsigned char acc[COHORT_FUSE_CARRY_MAX * 8], mine[COHORT_FUSE_CARRY_MAX * 8];
+    float t[COHORT_FUSE_CARRY_MAX];
+    uint16_t w[COHORT_FUSE_CARRY_MAX];
+    cohort_fuse_carry_put(acc, nc, dtype, op, counts[0]);
+    for (int r = 1; r < n; r++) {
+        cohort_fuse_carry_put(mine, nc, dtype, op, counts[r]);
+        if (wire) {
+            /* the partial result travels compressed, the next rank adds its own in float32 */
+            cohort_wire_encode(w, (const float *)acc, (size_t)nc, (cohort_dtype_t)wire);
+            cohort_wire_decode_add(t, (const float *)mine, w, (size_t)nc, (cohort_dtype_t)wire);
+            memcpy(acc, t, sizeof *t * (size_t)nc);
+        } else {
+            cohort_reduce_local(acc, mine, (size_t)nc, (cohort_dtype_t)dtype, (cohort_op_t)op);
+        }
+    }
+    cohort_reduce_finish(acc, (size_t)nc, (cohort_dtype_t)dtype, (cohort_op_t)op, n);
+    return cohort_fuse_carry_get(acc, nc, dtype, op, n);
+}
+
+/* the largest level at most c, of the coarse (6) or the fine (16) levels */
+static uint64_t level_of(int nc, uint64_t c)
+{
+    static const uint64_t coarse[] = { 256, 64, 16, 4, 2, 1 };
+    static const uint64_t fine[] = { 256, 192, 128, 96, 64, 48, 32, 24, 16, 12, 8, 6, 4, 3, 2, 1 };
+    const uint64_t *lv = nc == 6 ? coarse : fine;
+    for (int i = 0; i < nc; i++)
+        if (c >= lv[i]) return lv[i];
+    return 0;
+}
+
+START_TEST(carry_every_dtype_and_op)
+{
+    /* coarse levels up to 64 bytes of data: 8 bytes of float32 and its 6 elements fit the 32
+     * bytes of shm's small lane; fine ones above */
+    ck_assert_int_eq(cohort_fuse_carry_n(8), 6);
+    ck_assert_int_eq(cohort_fuse_carry_n(64), 6);
+    ck_assert_int_eq(cohort_fuse_carry_n(65), 16);
+    ck_assert_int_eq(COHORT_FUSE_CARRY_MAX, 16);
+    ck_assert_uint_le((size_t)cohort_fuse_carry_n(8) * esz[COHORT_FLOAT32] + 8, 32);
+    uint64_t counts[300];
+    unsigned seed = 12345;
+    for (int nc = 6; nc <= 16; nc += 10)
+    for (int dt = 0; dt < COHORT_DTYPE_COUNT; dt++)
+        for (int op = 0; op < COHORT_OP_COUNT; op++)
+            for (int wire = 0; wire <= COHORT_BFLOAT16; wire = wire ? wire + 1 : COHORT_FLOAT16) {
+                if (wire && (dt != COHORT_FLOAT32 || (op != COHORT_SUM && op != COHORT_AVG)))
+                    continue;
+                int sizes[] = { 1, 2, 3, 5, 127, 128, 255, 256, 257, 300 };
+                for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+                    int n = sizes[si];
+                    if (!cohort_fuse_can_carry(dt, op, wire, n)) continue;
+                    for (int trial = 0; trial < 40; trial++) {
+                        uint64_t lo = UINT64_MAX;
+                        for (int r = 0; r < n; r++) {
+                            seed = seed * 1103515245u + 12345u;
+                            /* mostly the same count, some ranks behind, some at 0 */
+                            uint64_t c = trial % 8 == 0 ? (seed >> 8) % 3
+                                         : trial % 2 ? 300 : (seed >> 8) % 400;
+                            if (trial % 4 == 1 && r == n - 1) c = (seed >> 12) % 70;
+                            counts[r] = c;
+                            if (c < lo) lo = c;
+                        }
+                        uint64_t got = carry_reduced(nc, dt, op, wire, n, counts);
+                        if (got != level_of(nc, lo))
+                            ck_abort_msg("%d levels, dtype %d op %d wire %d n %d trial %d: min "
+                                         "%llu gave %llu, not %llu", nc, dt, op, wire, n, trial,
+                                         (unsigned long long)lo, (unsigned long long)got,
+                                         (unsigned long long)level_of(nc, lo));
+                    }
+                }
+            }
+}
+END_TEST
+
+START_TEST(carry_only_where_exact)
+{
+    /* SUM and AVG carry as long as a sum of ones stays exact at every step */
+    ck_assert_int_eq(cohort_fuse_can_carry(COHORT_INT8, COHORT_SUM, 0, 127), 1);
+    ck_assert_int_eq(cohort_fuse_can_carry(COHORT_INT8, COHORT_SUM, 0, 128), 0);
+    ck_assert_int_eq(cohort_fuse_can_carry(COHORT_UINT8, COHORT_AVG, 0, 256), 0);
+    ck_assert_int_eq(cohort_fuse_can_carry(COHORT_BFLOAT16, COHORT_SUM, 0, 256), 1);
+    ck_assert_int_eq(cohort_fuse_can_carry(COHORT_BFLOAT16, COHORT_SUM, 0, 257), 0);
+    ck_assert_int_eq(cohort_fuse_can_carry(COHORT_FLOAT16, COHORT_AVG, 0, 2049), 0);
+    ck_assert_int_eq(cohort_fuse_can_carry(COHORT_FLOAT32, COHORT_SUM, COHORT_BFLOAT16, 257), 0);
+    ck_assert_int_eq(cohort_fuse_can_carry(COHORT_FLOAT32, COHORT_SUM, 0, 100000), 1);
+    /* the others give 0 or 1 whatever the number of ranks */
+    ck_assert_int_eq(cohort_fuse_can_carry(COHORT_INT8, COHORT_MIN, 0, 100000), 1);
+    ck_assert_int_eq(cohort_fuse_can_carry(COHORT_BFLOAT16, COHORT_PROD, 0, 100000), 1);
+    ck_assert_int_eq(cohort_fuse_can_carry(COHORT_DTYPE_COUNT, COHORT_SUM, 0, 2), 0);
+    /* why: past 256 ranks bf16 no longer sums ones exactly (256 + 1 rounds to 256), so 257
+     * ranks that all said yes would not read as all */
+    uint64_t counts[257];
+    for (int r = 0; r < 257; r++) counts[r] = 256;
+    ck_assert_uint_ne(carry_reduced(16, COHORT_BFLOAT16, COHORT_SUM, 0, 257, counts), 256);
+    ck_assert_uint_eq(carry_reduced(16, COHORT_BFLOAT16, COHORT_SUM, 0, 256, counts), 256);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("engine");
@@ -392,6 +498,8 @@ int main(void)
     tcase_add_test(tp, plan_interleaved_dtypes);
     tcase_add_test(tp, plan_threshold_and_barriers);
     tcase_add_test(tp, window_counts);
+    tcase_add_test(tp, carry_every_dtype_and_op);
+    tcase_add_test(tp, carry_only_where_exact);
     suite_add_tcase(s, tp);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
