@@ -8,6 +8,8 @@
 # one rank per node (cohortrun over the namespaces):
 #   many:     2000 float32 allreduces of 4 KiB, blocking and non-blocking (--nonblocking 2000:
 #             issued back to back, then waited), per-call time;
+#   lone:     one 4 KiB non-blocking allreduce issued and waited for at once (--nonblocking 1),
+#             per-call time (what a lone gradient bucket pays: one collective, no negotiation);
 #   overlap:  one 64 MiB iallreduce while the caller computes as long as the blocking one takes
 #             (cohort-bench --overlap);
 #   compress: 64 MiB float32 allreduce with COHORT_COMPRESS=none, fp16 and bf16.
@@ -23,7 +25,7 @@ while getopts r:B:o:h opt; do
         r) RATE=$OPTARG ;;
         B) BUILD=$OPTARG ;;
         o) OUTDIR=$OPTARG ;;
-        *) sed -n '3,16s/^# \{0,1\}//p' "$0"; exit 2 ;;
+        *) sed -n '3,18s/^# \{0,1\}//p' "$0"; exit 2 ;;
     esac
 done
 [ -n "$BUILD" ] || BUILD=$srcdir
@@ -52,6 +54,7 @@ row() { # label: the 4 KiB row's out-of-place time
 
 run many-blocking "$BENCH" -b 4K -e 4K -n 10000 -w 100
 run many-nonblocking "$BENCH" -b 4K -e 4K -n 10000 -w 100 --nonblocking 2000
+run lone-nonblocking "$BENCH" -b 4K -e 4K -n 3000 -w 100 --nonblocking 1
 run overlap "$BENCH" --overlap -b 64M -e 64M
 for z in none fp16 bf16; do
     run "compress-$z" -x COHORT_COMPRESS=$z "$BENCH" -b 64M -e 64M -n 3 -w 1 --check 0
@@ -60,6 +63,7 @@ done
 echo
 row many-blocking
 row many-nonblocking
+row lone-nonblocking
 grep '^OVERLAP' "$OUTDIR/overlap.log"
 for z in none fp16 bf16; do
     awk -v l="compress-$z" '!/^#/ && $1 == 67108864 { printf "%-24s %10s us (%s)\n", l, $6, $NF }' \
