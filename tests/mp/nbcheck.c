@@ -6,6 +6,8 @@
  *                                                 F.<rank> say the others are done)
  *   cohortrun -np N tests/mp/nbcheck --die        the last rank exits with requests outstanding
  *   cohortrun -np N tests/mp/nbcheck --group-mismatch  rank 0's group has one allreduce more
+ *   cohortrun -np N tests/mp/nbcheck --lone-mismatch   one iallreduce whose count differs per
+ *                                                 rank: the errors name the callers' counts
  *   cohortrun -np N tests/mp/nbcheck --idle S      the CPU an idle process uses with its
  *                                                 progress thread (must be next to none)
  *   cohortrun -np 3 tests/mp/nbcheck --stop-at K   rank 1 stops (SIGSTOP) before its K-th
@@ -1084,6 +1086,26 @@ static int mode_timeout(const char *file)
     return 0;
 }
 
+/* --lone-mismatch: one non-blocking allreduce of 10 + 2 x rank floats, waited for at once. It runs
+ * alone and carries the next batch's size after its data (core/engine.c), so the collective's
+ * count is more than the caller's: every rank's error must still name the counts the callers
+ * gave. */
+static int mode_lone_mismatch(void)
+{
+    float a[64], b[64];
+    memset(a, 0, sizeof a);
+    cohort_request_t *req = NULL;
+    cohort_status_t st = cohort_iallreduce(comm, a, b, 10 + 2 * (size_t)rank, COHORT_FLOAT32,
+                                           COHORT_SUM, &req);
+    CHECK(st == COHORT_SUCCESS, "iallreduce: %s", cohort_last_error());
+    if (!st) st = cohort_wait(req);
+    printf("rank %d: lone allreduce of %d: %s: %s\n", rank, 10 + 2 * rank, cohort_strerror(st),
+           cohort_last_error());
+    CHECK(st == COHORT_ERR_MISMATCH, "lone mismatch: %d '%s'", (int)st, cohort_last_error());
+    cohort_comm_destroy(comm);
+    return 0;
+}
+
 /* --group-mismatch: rank 0's group holds one allreduce more than the others' (so its fused
  * batch is larger): every rank fails with COHORT_ERR_MISMATCH, none hangs. */
 static int mode_group_mismatch(void)
@@ -1216,6 +1238,7 @@ int main(int argc, char **argv)
     if (argc > 2 && !strcmp(argv[1], "--abort")) mode_abort(argv[2]);
     else if (argc > 1 && !strcmp(argv[1], "--die")) mode_die();
     else if (argc > 1 && !strcmp(argv[1], "--group-mismatch")) mode_group_mismatch();
+    else if (argc > 1 && !strcmp(argv[1], "--lone-mismatch")) mode_lone_mismatch();
     else if (argc > 2 && !strcmp(argv[1], "--stop-at")) mode_stop_at(atoi(argv[2]));
     else if (argc > 2 && !strcmp(argv[1], "--idle")) mode_idle(atof(argv[2]));
     else if (argc > 1 && !strcmp(argv[1], "--p2p-mismatch")) mode_p2p_mismatch();

@@ -59,6 +59,20 @@ run_case "a group with one allreduce more on rank 0 (np=3): MISMATCH everywhere"
     sh -c 'out=$(COHORT_TIMEOUT=60 "$0" -np 3 "$1" --group-mismatch 2>&1) || { echo "$out"; exit 1; }
            n=$(echo "$out" | grep -c "^rank [0-2]: group of [23] allreduces: mismatch between ranks")
            [ "$n" -eq 3 ] || { echo "$out"; exit 1; }' "$COHORTRUN" "$NB"
+# a lone non-blocking allreduce carries the next batch's size after its data: a count that
+# differs per rank is still a mismatch on both ranks, each naming the count its caller gave (10
+# or 12; the rank that found it first names both), never the collective's (16 or 18)
+for tp in shm tcp; do
+    run_case "a lone iallreduce of another count on each rank (np=2, $tp): MISMATCH naming the callers' counts" \
+        sh -c 'out=$(env COHORT_TRANSPORTS=$1 COHORT_TIMEOUT=60 "$0" -np 2 "$2" --lone-mismatch 2>&1) || { echo "$out"; exit 1; }
+               echo "$out" | grep "^rank 0: lone allreduce of 10: mismatch between ranks: " |
+                   grep -q "count 10, float32, sum" || { echo "$out"; exit 1; }
+               echo "$out" | grep "^rank 1: lone allreduce of 12: mismatch between ranks: " |
+                   grep -q "count 12, float32, sum" || { echo "$out"; exit 1; }
+               echo "$out" | grep "^rank [01]: lone" | grep "count 10, float32" | grep -q "count 12, float32" || { echo "$out"; exit 1; }
+               echo "$out" | grep "^rank [01]: lone" | grep -qE "count (1[68]|2[68])" && { echo "$out"; exit 1; }; exit 0' \
+        "$COHORTRUN" "$tp" "$NB"
+done
 # point to point: a receive with another tag, or too small, is a mismatch naming both
 for tp in shm tcp; do
     run_case "a receive with another tag (np=2, $tp): MISMATCH naming both tags" \
