@@ -641,8 +641,8 @@ static void test_groups(int reps)
 
 /* Outside groups: allreduces queued back to back fuse by the counts each batch carries for the
  * next (core/engine.c): dtypes, ops and sizes interleaved, lone calls waited for at once between
- * bursts, a head too large to carry (it negotiates), a blocking allreduce in the middle of a
- * burst. In caller mode the whole burst is queued before anything runs, so the batches are
+ * bursts, an allreduce too large to run alone through the fusion buffer (a head of more than 16
+ * KiB negotiates), a blocking allreduce in the middle of a burst. In caller mode the whole burst is queued before anything runs, so the batches are
  * known to fuse (about 390 of the 450 requests at np 2-3): checked there. */
 static void test_queue_fusion(void)
 {
@@ -688,7 +688,7 @@ static void test_queue_fusion(void)
             o->rop = o->t == COHORT_INT8 && qo[(i / 3) % 5] == COHORT_AVG ? COHORT_SUM
                      : qo[(i / 3) % 5];
             o->count = (size_t)(1 + (i * 37) % 700);
-            if (i == 40 + rep) o->count = 9000;   /* beyond what a lone call carries */
+            if (i == 40 + rep) o->count = 20000;   /* over 16 KiB: as a head, it negotiates */
             o->inplace = i % 2;
             o->kind = K_ALLREDUCE;
             prepare(o);
