@@ -642,8 +642,9 @@ static void test_groups(int reps)
 /* Outside groups: allreduces queued back to back fuse by the counts each batch carries for the
  * next (core/engine.c): dtypes, ops and sizes interleaved, lone calls waited for at once between
  * bursts, an allreduce too large to run alone through the fusion buffer (a head of more than 16
- * KiB negotiates), a blocking allreduce in the middle of a burst. In caller mode the whole burst is queued before anything runs, so the batches are
- * known to fuse (about 390 of the 450 requests at np 2-3): checked there. */
+ * KiB negotiates), a blocking allreduce in the middle of a burst. In caller mode the whole
+ * burst is queued before anything runs, so the batches are known to fuse (about 400 of the 450
+ * requests at np 2-5): checked there. */
 static void test_queue_fusion(void)
 {
     enum { M = 150 };

@@ -377,8 +377,6 @@ END_TEST
 /* The carried count (cohort_fuse_carry_put/get): every rank's elements reduced with the batch's
  * own op and dtype, as the transports reduce them (AVG divided once at the end, compressed wire
  * formats rounded at every step), give the largest level every rank's count reaches. */
-static const size_t esz[COHORT_DTYPE_COUNT] = { 1, 1, 4, 4, 8, 8, 2, 2, 4, 8 };
-
 static uint64_t carry_reduced(int nc, int dtype, int op, int wire, int n, const uint64_t *counts)
 {
     unsigned char acc[COHORT_FUSE_CARRY_MAX * 8], mine[COHORT_FUSE_CARRY_MAX * 8];
@@ -419,7 +417,8 @@ START_TEST(carry_every_dtype_and_op)
     ck_assert_int_eq(cohort_fuse_carry_n(64), 6);
     ck_assert_int_eq(cohort_fuse_carry_n(65), 16);
     ck_assert_int_eq(COHORT_FUSE_CARRY_MAX, 16);
-    ck_assert_uint_le((size_t)cohort_fuse_carry_n(8) * esz[COHORT_FLOAT32] + 8, 32);
+    ck_assert_uint_le((size_t)cohort_fuse_carry_n(8) * cohort_dtype_size(COHORT_FLOAT32) + 8,
+                      32);
     uint64_t counts[300];
     unsigned seed = 12345;
     for (int nc = 6; nc <= 16; nc += 10)
