@@ -52,7 +52,8 @@ struct cohort_request {
     cohort_engine_p2p_fn p2p;
     int flags;                        /* R_* */
     uint64_t number;                  /* issue number on the communicator, from 1 */
-    uint64_t t_issue;                 /* when it was issued (COHORT_CYCLE_TIME, the timeline) */
+    uint64_t t_issue;                 /* when it was issued (COHORT_CYCLE_TIME, the timeline, the
+                                       * deferral: run_one) */
     struct cohort_request **members;  /* R_INTERNAL: the batch, in issue order */
     int nmembers;
     atomic_uint done;                 /* set under the engine's lock, read by spinning waiters */
@@ -76,12 +77,14 @@ typedef struct cohort_engine {
     int caller;                       /* COHORT_PROGRESS=caller */
     int started, stop;
     /* deferred wake-up (threads outnumber cores; see kick): the progress thread sleeps in
-     * poll() on efd (woken now) and tfd (woken DEFER_NS after a call was queued) */
+     * poll() on efd (woken now) and tfd (woken defer_ns after a call was queued) */
     int defer, efd, tfd;
     int sleeping;                     /* the progress thread is in that poll() */
     int armed;                        /* tfd is set */
     int keep_armed;                   /* a waiter that emptied the queue leaves tfd set (see
                                        * run_one) */
+    uint64_t defer_ns;                /* the deferral now (cohort_engine_next_defer) */
+    int quick;                        /* the last call a waiter ran was waited for at once */
     pthread_t tid;
     uint64_t issued;                  /* requests issued (numbers them) */
     /* fusion */
@@ -111,11 +114,24 @@ static uint64_t now_ns(void)
  * call (a futex wake, and the thread then preempts another rank on its core) cost a small call
  * that its caller waited for at once many times its own work, which the waiter can run itself
  * (wait_done; measured in docs/performance-log.md, "A timer instead of a wake-up").
- * So a queued call only sets a timer: the progress thread wakes DEFER_NS later unless a waiter
- * ran the queue empty first (then the timer is cleared, or left set for the next call where
- * every rank has a core: run_one). A call nobody waits for still moves without cohort_test,
- * DEFER_NS late. */
-#define DEFER_NS 50000
+ * So a queued call only sets a timer: the progress thread wakes a deferral later (defer_ns)
+ * unless a waiter ran the queue empty first (then the timer is cleared, or left set for the next
+ * call where every rank has a core: run_one). A call nobody waits for still moves without
+ * cohort_test, a deferral late.
+ * The deferral starts at COHORT_ENGINE_DEFER_NS (50 us) and adapts to how the job waits
+ * (cohort_engine_next_defer). Where its calls are waited for at once (their waiters take them
+ * less than 50 us after the issue), the timer's wake-ups find nothing to start, and each is a
+ * context switch on a core a rank is using: over tcp one every 50 us cost a lone call waited for
+ * at once a third of its time. Each such wake-up doubles the deferral, up to
+ * COHORT_ENGINE_DEFER_MAX_NS (0.4 ms). A wake-up that finds a call nobody ran, or a waiter that
+ * takes a call 50 us or more after its issue (the job computes between the two), brings it back:
+ * a job that turns from waiting at once to computing meanwhile has its first call start at most
+ * 0.4 ms late, once (docs/performance-log.md, "The deferral adapts"). */
+uint64_t cohort_engine_next_defer(uint64_t cur, int found)
+{
+    if (found || cur < COHORT_ENGINE_DEFER_NS) return COHORT_ENGINE_DEFER_NS;
+    return cur >= COHORT_ENGINE_DEFER_MAX_NS / 2 ? COHORT_ENGINE_DEFER_MAX_NS : 2 * cur;
+}
 
 static void fd_set_timer(int fd, uint64_t ns)
 {
@@ -147,7 +163,7 @@ static int waiter_runs(const cohort_engine_t *e)
     return (e->caller || e->defer) && !e->running && e->head;
 }
 
-/* Lock held: the progress thread should look at the queue (now, or DEFER_NS from now). */
+/* Lock held: the progress thread should look at the queue (now, or a deferral from now). */
 static void kick(cohort_engine_t *e, int now)
 {
     atomic_fetch_add_explicit(&e->kicks, 1u, memory_order_release);
@@ -158,13 +174,15 @@ static void kick(cohort_engine_t *e, int now)
             uint64_t one = 1;
             (void)!write(e->efd, &one, sizeof one);   /* nonblocking; a full counter still wakes */
         } else if (!e->armed) {
-            fd_set_timer(e->tfd, DEFER_NS);
+            fd_set_timer(e->tfd, e->defer_ns);
             e->armed = 1;
         }
     }
 }
 
-/* Lock held, the progress thread idle: sleeps until kicked; returns with the lock held. */
+/* Lock held, the progress thread idle: sleeps until kicked; returns with the lock held. Where
+ * the wake-up is deferred, a timer that fired adapts the deferral to whether a call waits that
+ * nobody runs. */
 static void sleep_idle(cohort_engine_t *e)
 {
     if (!e->defer) {
@@ -178,9 +196,14 @@ static void sleep_idle(cohort_engine_t *e)
     while (poll(pf, 2, -1) < 0 && errno == EINTR) {}
     uint64_t v;
     (void)!read(e->efd, &v, sizeof v);
-    (void)!read(e->tfd, &v, sizeof v);
+    int fired = read(e->tfd, &v, sizeof v) == (ssize_t)sizeof v;
     pthread_mutex_lock(&e->mu);
     e->sleeping = 0;
+    if (fired) {
+        e->armed = 0;   /* a one-shot timer that fired is clear: no system call to clear it */
+        if (e->head && !e->running) e->defer_ns = cohort_engine_next_defer(e->defer_ns, 1);
+        else if (!e->head && e->quick) e->defer_ns = cohort_engine_next_defer(e->defer_ns, 0);
+    }
     disarm(e);
 }
 
@@ -496,11 +519,17 @@ static void run_p2p_batch(cohort_engine_t *e, cohort_comm_t *comm)
 }
 
 /* Runs the head of the queue (a request, a batch, or a negotiated batch); called and returns
- * with the lock held. */
-static void run_one(cohort_engine_t *e, cohort_comm_t *comm)
+ * with the lock held. waiter: called by a thread that waits (wait_done, drain), not by the
+ * progress thread. */
+static void run_one(cohort_engine_t *e, cohort_comm_t *comm, int waiter)
 {
     cohort_request_t *r = e->head;
     e->running = 1;
+    if (waiter && e->defer) {
+        /* a waiter runs it: how long after its issue tells how the job waits (defer_ns) */
+        e->quick = r->t_issue && now_ns() - r->t_issue < COHORT_ENGINE_DEFER_NS;
+        if (!e->quick) e->defer_ns = cohort_engine_next_defer(e->defer_ns, 1);
+    }
     /* The busy mark keeps cohort_comm_destroy and a second issuing thread off comm while the
      * request runs. The thread that issues operations drained the queue before taking it for a
      * blocking call, so it is free here unless the application breaks the one-issuer rule. */
@@ -531,7 +560,7 @@ static void run_one(cohort_engine_t *e, cohort_comm_t *comm)
     atomic_store(&comm->busy, 0);
     e->running = 0;
     pthread_cond_broadcast(&e->done);   /* drain waits for running too */
-    if (e->started && !pthread_equal(pthread_self(), e->tid)) {
+    if (waiter && e->started) {
         /* a waiter ran it (wait_done): the progress thread carries on with the rest. With the
          * queue empty the timer is cleared, unless every rank has a core of its own
          * (keep_armed): then it stays set, so that the next call finds it armed and sets
@@ -589,7 +618,7 @@ static void *progress_thread(void *arg)
     pthread_mutex_lock(&e->mu);
     for (;;) {
         if (e->head && !e->running) {   /* a waiter may be running it (wait_done) */
-            run_one(e, comm);
+            run_one(e, comm, 0);
             continue;
         }
         if (e->stop && !e->head && !e->running) break;   /* and nothing left */
@@ -651,6 +680,7 @@ static cohort_status_t engine_get(cohort_comm_t *comm, cohort_engine_t **out)
         e->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
         e->defer = e->efd >= 0 && e->tfd >= 0;
         e->keep_armed = comm->cpus > 0 && comm->cpu_sharing <= comm->cpus;
+        e->defer_ns = COHORT_ENGINE_DEFER_NS;
         if (!e->defer) {
             if (e->efd >= 0) close(e->efd);
             if (e->tfd >= 0) close(e->tfd);
@@ -728,7 +758,7 @@ cohort_status_t cohort_engine_submit(cohort_comm_t *comm, const cohort_coll_args
         r->a.sdispls = nv == 4 ? arr + 3 * (size_t)n : NULL;
     }
     if (blocking == COHORT_ENGINE_IN_GROUP) r->flags |= R_BLOCKING;
-    if (e->cycle_ns || cohort_timeline_on(comm)) r->t_issue = now_ns();
+    if (e->cycle_ns || e->defer || cohort_timeline_on(comm)) r->t_issue = now_ns();
     pthread_mutex_lock(&e->mu);
     r->number = ++e->issued;
     e->live++;
@@ -758,7 +788,7 @@ void cohort_engine_drain(cohort_comm_t *comm)
     if (!e) return;
     pthread_mutex_lock(&e->mu);
     while (e->pending || e->running) {
-        if (waiter_runs(e)) run_one(e, comm);
+        if (waiter_runs(e)) run_one(e, comm, 1);
         else pthread_cond_wait(&e->done, &e->mu);
     }
     pthread_mutex_unlock(&e->mu);
@@ -986,7 +1016,7 @@ static void wait_done(cohort_engine_t *e, cohort_request_t *r)
     int spun = 0;
     while (!atomic_load_explicit(&r->done, memory_order_acquire)) {
         if (waiter_runs(e)) {
-            run_one(e, r->comm);
+            run_one(e, r->comm, 1);
         } else if (!spun && may_spin(r->comm)) {
             spin_while(e, r->comm, &r->done, 0u);   /* once: a wake-up costs more (may_spin) */
             spun = 1;

@@ -69,6 +69,13 @@ void cohort_engine_drain(cohort_comm_t *comm);
 int cohort_engine_busy(cohort_comm_t *comm);
 /* Requests issued on comm and not yet completed by test/wait (0 without an engine). */
 unsigned cohort_engine_live(cohort_comm_t *comm);
+/* Where the engine's threads outnumber the cores, a queued call does not wake the sleeping
+ * progress thread: a timer does, DEFER_NS later, unless a waiter ran the call first (engine.c).
+ * When that timer fires, the next deferral is COHORT_ENGINE_DEFER_NS if it found a call nobody
+ * ran (found: that call started late), else twice cur, up to COHORT_ENGINE_DEFER_MAX_NS. */
+#define COHORT_ENGINE_DEFER_NS 50000u
+#define COHORT_ENGINE_DEFER_MAX_NS 400000u
+uint64_t cohort_engine_next_defer(uint64_t cur, int found);
 /* Stops the progress thread and frees the engine (cohort_comm_destroy, once live is 0). */
 void cohort_engine_free(cohort_comm_t *comm);
 

@@ -524,9 +524,27 @@ static void test_bad_args(void)
 
 /* Data moves without the caller: in thread mode cohort_test never runs an operation, so one
  * that completes while the caller only tests was moved by the progress thread. Checked over a
- * deadline, never a fixed sleep. */
+ * deadline, never a fixed sleep. First come thousands of small calls each waited for at once,
+ * whose waiters run them: where the progress thread's wake-up is deferred (threads outnumber
+ * cores), its timer then keeps finding nothing to do and the deferral grows to its cap
+ * (core/engine.c, DEFER_MAX_NS); the calls after it must still move, and every one's result is
+ * checked. */
 static void test_progress(void)
 {
+    float x[2], want = (float)(nranks * (nranks + 1) / 2);
+    size_t lone_bad = 0;
+    for (int i = 0; i < 4000; i++) {
+        cohort_request_t *req;
+        x[0] = (float)(rank + 1);
+        x[1] = (float)(i % 7) * (float)(rank + 1);
+        cohort_status_t st = cohort_iallreduce(comm, x, x, 2, COHORT_FLOAT32, COHORT_SUM, &req);
+        if (!st) st = cohort_wait(req);
+        CHECK(st == COHORT_SUCCESS, "lone iallreduce %d waited for at once: %s", i,
+              cohort_last_error());
+        if (st) return;
+        lone_bad += x[0] != want || x[1] != (float)(i % 7) * want;
+    }
+    CHECK(lone_bad == 0, "4000 lone iallreduces waited for at once: %zu wrong", lone_bad);
     size_t n = 1 << 20;
     float *a = xmalloc(n * sizeof *a);
     for (size_t i = 0; i < n; i++) a[i] = (float)(rank + 1);

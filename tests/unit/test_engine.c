@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "cohort/cohort.h"
+#include "core/engine.h"
 #include "core/fusion.h"
 #include "core/reduce.h"
 #include "tests/unit/expect.h"
@@ -478,6 +479,37 @@ START_TEST(carry_only_where_exact)
 }
 END_TEST
 
+/* The deferred wake-up's timer: doubles while its wake-ups find nothing, never past the cap
+ * (a call nobody waits for must still start within it), never 0 (a timer of 0 is no timer), and
+ * comes back to the start at the first wake-up that found a call nobody ran. */
+START_TEST(deferral_adapts)
+{
+    const uint64_t lo = COHORT_ENGINE_DEFER_NS, hi = COHORT_ENGINE_DEFER_MAX_NS;
+    ck_assert_uint_lt(lo, hi);
+    uint64_t d = lo, last = 0;
+    int steps = 0;
+    for (int i = 0; i < 100; i++) {
+        uint64_t next = cohort_engine_next_defer(d, 0);
+        ck_assert_uint_le(next, hi);
+        ck_assert_uint_ge(next, d);
+        if (next > d) {
+            ck_assert_uint_le(next, 2 * d);   /* grows by at most twice per wake-up */
+            steps++;
+        }
+        last = d;
+        d = next;
+    }
+    ck_assert_uint_eq(d, hi);
+    ck_assert_uint_eq(last, hi);
+    ck_assert_int_le(steps, 4);               /* 50 us to 0.4 ms in three or four wake-ups */
+    ck_assert_uint_eq(cohort_engine_next_defer(hi, 1), lo);
+    ck_assert_uint_eq(cohort_engine_next_defer(3 * lo, 1), lo);
+    ck_assert_uint_eq(cohort_engine_next_defer(0, 0), lo);
+    ck_assert_uint_eq(cohort_engine_next_defer(UINT64_MAX, 0), hi);
+    ck_assert_uint_eq(cohort_engine_next_defer(lo, 0), 2 * lo);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("engine");
@@ -492,6 +524,7 @@ int main(void)
     tcase_add_test(tc, request_misuse);
     tcase_add_test(tc, request_reuse);
     tcase_add_loop_test(tc, waiter_hands_back, 0, 3);
+    tcase_add_test(tc, deferral_adapts);
     suite_add_tcase(s, tc);
     TCase *tp = tcase_create("fusion planning");
     tcase_add_test(tp, plan_interleaved_dtypes);
