@@ -70,9 +70,10 @@ int cohort_engine_busy(cohort_comm_t *comm);
 /* Requests issued on comm and not yet completed by test/wait (0 without an engine). */
 unsigned cohort_engine_live(cohort_comm_t *comm);
 /* Where the engine's threads outnumber the cores, a queued call does not wake the sleeping
- * progress thread: a timer does, DEFER_NS later, unless a waiter ran the call first (engine.c).
- * When that timer fires, the next deferral is COHORT_ENGINE_DEFER_NS if it found a call nobody
- * ran (found: that call started late), else twice cur, up to COHORT_ENGINE_DEFER_MAX_NS. */
+ * progress thread: a timer does, a deferral later, unless a waiter ran the call first (engine.c).
+ * The next deferral after cur: COHORT_ENGINE_DEFER_NS when found (the timer found a call nobody
+ * ran, or a waiter took one that long after its issue), else twice cur (the timer found nothing
+ * while calls are waited for at once), up to COHORT_ENGINE_DEFER_MAX_NS. */
 #define COHORT_ENGINE_DEFER_NS 50000u
 #define COHORT_ENGINE_DEFER_MAX_NS 400000u
 uint64_t cohort_engine_next_defer(uint64_t cur, int found);

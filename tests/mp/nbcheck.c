@@ -527,8 +527,8 @@ static void test_bad_args(void)
  * deadline, never a fixed sleep. First come thousands of small calls each waited for at once,
  * whose waiters run them: where the progress thread's wake-up is deferred (threads outnumber
  * cores), its timer then keeps finding nothing to do and the deferral grows to its cap
- * (core/engine.c, DEFER_MAX_NS); the calls after it must still move, and every one's result is
- * checked. */
+ * (core/engine.h, COHORT_ENGINE_DEFER_MAX_NS); the calls after it must still move, and every
+ * one's result is checked. */
 static void test_progress(void)
 {
     float x[2], want = (float)(nranks * (nranks + 1) / 2);
