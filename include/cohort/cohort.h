@@ -243,8 +243,9 @@ cohort_status_t cohort_scatter(cohort_comm_t *comm, const void *sendbuf, void *r
  * Progress: by default a progress thread per communicator (started at its first non-blocking
  * call, asleep while nothing is outstanding) runs them, so data moves while the caller computes;
  * where the node's threads outnumber its cores, a thread waiting in cohort_wait/cohort_waitall
- * runs queued calls itself and the progress thread starts a call nobody waits for within about
- * 50 microseconds. COHORT_PROGRESS=caller runs them inside cohort_test / cohort_wait /
+ * runs queued calls itself and the progress thread starts a call nobody waits for within 50
+ * microseconds (0.4 ms for the first such call after a stretch of calls each waited for at
+ * once). COHORT_PROGRESS=caller runs them inside cohort_test / cohort_wait /
  * cohort_waitall instead (cohort_test then runs the queue up to its request and returns when
  * that one is done).
  *
