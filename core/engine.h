@@ -7,8 +7,9 @@
  * and the sequence numbers, tags, tokens, timeouts and stall reports hold as they do for blocking
  * calls). Who runs it is COHORT_PROGRESS:
  *  - thread (default): one progress thread per communicator, started at its first non-blocking
- *    call, asleep on a condition variable whenever the queue is empty (no CPU when idle), joined
- *    by cohort_comm_destroy. Data moves while the caller computes.
+ *    call, asleep whenever the queue is empty (no CPU when idle; on a condition variable, or
+ *    where threads outnumber cores in poll() on an eventfd and a timer: engine.c), joined by
+ *    cohort_comm_destroy. Data moves while the caller computes.
  *  - caller: no thread; queued operations run inside cohort_test / cohort_wait / cohort_waitall
  *    (and before a blocking call), in the calling thread.
  * A blocking call first lets the queue drain (it is ordered after the outstanding operations),
