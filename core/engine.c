@@ -10,6 +10,7 @@
 #include "core/fusion.h"
 #include "core/log.h"
 #include "core/timeline.h"
+#include "core/timeutil.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -102,13 +103,6 @@ typedef struct cohort_engine {
     int group_depth;
     cohort_request_t *ghead, *gtail;
 } cohort_engine_t;
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* When the engine's threads outnumber the cores, waking the sleeping progress thread for every
  * call (a futex wake, and the thread then preempts another rank on its core) cost a small call
@@ -222,7 +216,7 @@ static void complete(cohort_engine_t *e, cohort_request_t *r, cohort_status_t st
     cohort_request_t *one[1] = { r };
     cohort_request_t **m = r->nmembers ? r->members : one;
     int n = r->nmembers ? r->nmembers : 1;
-    uint64_t now = cohort_timeline_on(r->comm ? r->comm : m[0]->comm) ? now_ns() : 0;
+    uint64_t now = cohort_timeline_on(r->comm ? r->comm : m[0]->comm) ? cohort_now_ns() : 0;
     for (int i = 0; i < n; i++) {
         m[i]->st = st;
         if (st) set_msg(m[i], msg);
@@ -366,7 +360,7 @@ static void run_fusable(cohort_engine_t *e, cohort_comm_t *comm)
             size_t bytes = 0;
             for (cohort_request_t *q = h; q && bytes < e->threshold; q = q->next)
                 if (q->a.coll == COHORT_COLL_ALLREDUCE) bytes += q->a.count * q->a.esize;
-            uint64_t t = now_ns();
+            uint64_t t = cohort_now_ns();
             if (bytes >= e->threshold || t >= until || e->stop) break;
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -527,7 +521,7 @@ static void run_one(cohort_engine_t *e, cohort_comm_t *comm, int waiter)
     e->running = 1;
     if (waiter && e->defer) {
         /* a waiter runs it: how long after its issue tells how the job waits (defer_ns) */
-        e->quick = r->t_issue && now_ns() - r->t_issue < COHORT_ENGINE_DEFER_NS;
+        e->quick = r->t_issue && cohort_now_ns() - r->t_issue < COHORT_ENGINE_DEFER_NS;
         if (!e->quick) e->defer_ns = cohort_engine_next_defer(e->defer_ns, 1);
     }
     /* The busy mark keeps cohort_comm_destroy and a second issuing thread off comm while the
@@ -598,11 +592,11 @@ static int may_spin(const cohort_comm_t *comm)
 static void spin_while(cohort_engine_t *e, const cohort_comm_t *comm, atomic_uint *w, unsigned v)
 {
     pthread_mutex_unlock(&e->mu);
-    uint64_t until = now_ns() + comm->spin_ns;
+    uint64_t until = cohort_now_ns() + comm->spin_ns;
     for (unsigned i = 1; atomic_load_explicit(w, memory_order_acquire) == v; i++) {
         cpu_relax();
         if (i % 32 == 0) {
-            if (now_ns() >= until) break;
+            if (cohort_now_ns() >= until) break;
             /* the node may be busy with more than cohort's threads (which may_spin counts):
              * whatever else waits for this core gets it, as in core/p2p.c's waits */
             sched_yield();
@@ -758,7 +752,7 @@ cohort_status_t cohort_engine_submit(cohort_comm_t *comm, const cohort_coll_args
         r->a.sdispls = nv == 4 ? arr + 3 * (size_t)n : NULL;
     }
     if (blocking == COHORT_ENGINE_IN_GROUP) r->flags |= R_BLOCKING;
-    if (e->cycle_ns || e->defer || cohort_timeline_on(comm)) r->t_issue = now_ns();
+    if (e->cycle_ns || e->defer || cohort_timeline_on(comm)) r->t_issue = cohort_now_ns();
     pthread_mutex_lock(&e->mu);
     r->number = ++e->issued;
     e->live++;
