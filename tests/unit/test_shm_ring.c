@@ -8,7 +8,8 @@
  * Stress messages have a sequence number, a length and payload derived from it, and a checksum
  * of the payload in the cell header; the consumer checks all of them (no loss, duplication,
  * reordering or torn payload). Every wait polls (sched_yield, and a short sleep after a few dozen
- * fruitless polls) with a stall deadline and fails instead of hanging. COHORT_RING_STRESS_MSGS overrides the number of messages per stress run (1e6).
+ * fruitless polls) with a stall deadline and fails instead of hanging. COHORT_RING_STRESS_MSGS
+ * overrides the number of messages per stress run (1e6; a twentieth through the 2-cell ring).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
