@@ -629,17 +629,33 @@ static void reduce_ordered(shm_coll_t *co, void *out, const unsigned char *const
     co->host->reduce_finish(out, cnt, a->dtype, a->op, co->n);
 }
 
-/* A direct reduction: every rank's staged input for step t. */
-static void reduce_all(shm_coll_t *co, void *out, size_t at, size_t len)
+/* Our own operand in a reduction of every rank's published input: sendbuf + off itself, not
+ * the copy of it that we published. The peers have just read that copy, and a host may hand a
+ * line that another core read right after we wrote it over to that core, ours gone (the Intel
+ * Xeon hosts do: reading our own 8 bytes back cost a cross-core miss per call,
+ * docs/performance-log.md, eleventh sitting). In place with rank >= 2, reduce_ordered would
+ * read our input after writing the result over it, so there the copy. */
+static const unsigned char *own_operand(const shm_coll_t *co, const unsigned char *copy,
+                                        size_t off)
+{
+    const cohort_tp_coll_args_t *a = &co->a;
+    if (co->n < 2 || (a->sendbuf == a->recvbuf && co->rank >= 2)) return copy;
+    return (const unsigned char *)a->sendbuf + off;
+}
+
+/* A direct reduction: every rank's staged input for step t (ours from sendbuf). */
+static void reduce_all(shm_coll_t *co, void *out, size_t off, size_t at, size_t len)
 {
     for (int j = 0; j < co->n; j++) co->srcs[j] = slot_of(co, j, co->t);
+    co->srcs[co->rank] = own_operand(co, co->srcs[co->rank], off);
     reduce_ordered(co, out, co->srcs, at, len);
 }
 
-/* A small allreduce in the lane: the entries' inputs for step t. */
+/* A small allreduce in the lane: the entries' inputs for step t (ours from sendbuf). */
 static void reduce_lane(shm_coll_t *co, void *out)
 {
     for (int j = 0; j < co->n; j++) co->srcs[j] = sb_data(co, j, co->t, co->bytes);
+    co->srcs[co->rank] = own_operand(co, co->srcs[co->rank], 0);
     reduce_ordered(co, out, co->srcs, 0, co->bytes);
 }
 
@@ -716,7 +732,8 @@ static int compute(shm_coll_t *co)
     case COHORT_TP_ALLREDUCE: case COHORT_TP_REDUCE:
         span(co, co->bytes, &off, &len);
         if (co->direct) {
-            if (a->coll == COHORT_TP_ALLREDUCE || co->rank == a->root) reduce_all(co, rb, 0, len);
+            if (a->coll == COHORT_TP_ALLREDUCE || co->rank == a->root)
+                reduce_all(co, rb, off, 0, len);
             return 0;
         } else {
             /* our slice: into recvbuf (allreduce) or straight into the result slot */
