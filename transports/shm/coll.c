@@ -601,8 +601,8 @@ static void stage(shm_coll_t *co)
         break;
     case COHORT_TP_REDUCE_SCATTER: case COHORT_TP_ALLTOALL:
         span(co, co->bytes, &off, &len);
-        for (int i = 0; i < co->n; i++)
-            if (i != co->rank || a->coll == COHORT_TP_ALLTOALL)
+        for (int i = 0; i < co->n; i++)   /* our own block: from sendbuf (own_block, own_operand) */
+            if (i != co->rank)
                 put(dst + (size_t)i * co->unit, src + (size_t)i * co->bytes + off, len,
                     co->stream);
         break;
@@ -718,6 +718,16 @@ static cohort_status_t compute_cma(shm_coll_t *co)
     return COHORT_SUCCESS;
 }
 
+/* Our own block of an allgather or alltoall round, from sendbuf + soff to its place in recvbuf
+ * (block `rank`, offset off), not from the slot we staged it in: for the reason of own_operand.
+ * In place the two are the same bytes, and nothing is copied. */
+static void own_block(const shm_coll_t *co, size_t soff, size_t off, size_t len)
+{
+    unsigned char *dst = (unsigned char *)co->a.recvbuf + (size_t)co->rank * co->bytes + off;
+    const unsigned char *src = (const unsigned char *)co->a.sendbuf + soff;
+    if (dst != src) memcpy(dst, src, len);
+}
+
 /* Phase B's work; returns 1 when a phase C follows. */
 static int compute(shm_coll_t *co)
 {
@@ -757,13 +767,16 @@ static int compute(shm_coll_t *co)
     case COHORT_TP_ALLTOALL:
         span(co, co->bytes, &off, &len);
         for (int j = 0; j < co->n; j++)
-            memcpy(rb + (size_t)j * co->bytes + off,
-                   slot_of(co, j, co->t) + (size_t)co->rank * co->unit, len);
+            if (j != co->rank)
+                memcpy(rb + (size_t)j * co->bytes + off,
+                       slot_of(co, j, co->t) + (size_t)co->rank * co->unit, len);
+        own_block(co, (size_t)co->rank * co->bytes + off, off, len);
         return 0;
     case COHORT_TP_ALLGATHER:
         span(co, co->bytes, &off, &len);
         for (int j = 0; j < co->n; j++)
-            memcpy(rb + (size_t)j * co->bytes + off, slot_of(co, j, co->t), len);
+            if (j != co->rank) memcpy(rb + (size_t)j * co->bytes + off, slot_of(co, j, co->t), len);
+        own_block(co, off, off, len);
         return 0;
     case COHORT_TP_BROADCAST:
         if (co->rank != a->root && co->sb) {
