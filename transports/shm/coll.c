@@ -57,7 +57,8 @@
  * the root's in, which says that it is in another collective at this step), check its tag and
  * copy the data out. Allreduces of up to SB_INLINE bytes and barriers take one step in the lane
  * too: every rank writes its input into its own entry, in the line that holds the entry's tag,
- * history and step, and waits for every peer's entry, then reduces the entries in rank order.
+ * history and step, and waits for every peer's entry, then reduces the entries in rank order
+ * (its own operand from sendbuf: own_operand).
  * That is one cache line each way per pair of ranks (a staged round reads four or five of each
  * peer's lines: control line, history line, slot, the entry that says the step was not in the
  * lane, and the control line again after out), and no control line is written.
