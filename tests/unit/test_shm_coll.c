@@ -119,8 +119,11 @@
 #define MAP_STRESS_STEPS 700
 #define MAP_SLEEPY_STEPS 300
 #define POOL 3                                /* mapped stress: blocks each rank keeps */
-#define LANE_BYTES 32                         /* coll_int.h's SB_INLINE: allreduces up to this
-                                                 reduce from the small lane's entries */
+#define INLINE_BYTES 32                       /* coll_int.h's SB_INLINE: the data in an entry's
+                                                 own line */
+#define FB_BYTES ((size_t)16 << 10)           /* coll_int.h's FB_MAX: allreduces up to this (and
+                                                 sb_bytes(n), lane_bytes) reduce from the small
+                                                 lane's entries */
 #define LANE_STEPS 420                        /* (13): over six times round the lane's entries */
 #define MIN_BLOCKS 40                         /* blocks per rank a reuse run must go through (a
                                                  peer's cache holds 32 entries: it evicts) */
@@ -385,6 +388,21 @@ static void host_log(int level, const char *subsys, const char *fmt, ...)
 static int in_area(const void *p)
 {
     return (uintptr_t)p >= tl_area_lo && (uintptr_t)p < tl_area_hi;
+}
+
+/* coll.c's sb_max(n): small broadcasts up to this many bytes (64 KiB at 2 ranks, 32 KiB at 4,
+ * 16 KiB at 8, 8 KiB at 16, 4 KiB from 32; whole lines in between) */
+static size_t sb_bytes(int n)
+{
+    size_t m = ((size_t)8 << 20) / ((size_t)n * SB_DEPTH_T);
+    m = m > ((size_t)64 << 10) ? (size_t)64 << 10 : m < ((size_t)4 << 10) ? (size_t)4 << 10 : m;
+    return m / 64 * 64;
+}
+
+/* Allreduces up to this many bytes take the small lane (coll.c's fb_max). */
+static size_t lane_bytes(int n)
+{
+    return FB_BYTES < sb_bytes(n) ? FB_BYTES : sb_bytes(n);
 }
 
 static int in_lane(const void *p)
@@ -1193,18 +1211,18 @@ static int run_spec(rank_ctx_t *c, const spec_t *sp, uint64_t tag_xor)
     tl_nerr = 0;
     tl_red_area = tl_red_else = tl_red_lane = 0;
     cohort_status_t status = drive(c, &a, what);
-    /* an allreduce of up to LANE_BYTES reduces the entries of the small lane, every other
+    /* an allreduce of up to lane_bytes(n) reduces the entries of the small lane, every other
      * reduction never does (the lane is rewritten as the ranks go on) */
     if (status == COHORT_SUCCESS && n > 1 && sp->count &&
         sp->coll == COHORT_TP_ALLREDUCE &&
-        (sp->count * es <= LANE_BYTES) != (tl_red_lane > 0)) {
+        (sp->count * es <= lane_bytes(n)) != (tl_red_lane > 0)) {
         status = DRIVE_STOPPED;
         rfail(c, "%s: right result, but it reduced %lu times from the small lane (expected %s)",
-              what, tl_red_lane, sp->count * es <= LANE_BYTES ? "every time" : "never");
+              what, tl_red_lane, sp->count * es <= lane_bytes(n) ? "every time" : "never");
     } else if (status == COHORT_SUCCESS && sp->coll != COHORT_TP_ALLREDUCE && tl_red_lane) {
         status = DRIVE_STOPPED;
         rfail(c, "%s: it reduced %lu times from the small lane, which only allreduces of up "
-              "to %d bytes use", what, tl_red_lane, LANE_BYTES);
+              "to %zu bytes use", what, tl_red_lane, lane_bytes(n));
     }
     int rc = 0;
     gbuf_t ks = { 0 }, kr = { 0 };   /* mapped worlds: the buffers taken back (gs, gr: copies) */
@@ -1581,7 +1599,7 @@ static int script_bitid(rank_ctx_t *c)
 
 /* variant: bit 0: mismatch after 6 good collectives (not the first steps); bit 1: rank 1 also
  * asks for another count (many rounds where the others have one); bit 3: the collective is
- * small (the others in the small lane; rank 1 too, or, with bit 1, staged in one round). */
+ * small (the others in the small lane; rank 1 too, or, with bit 1, staged). */
 static int script_mismatch(rank_ctx_t *c)
 {
     world_t *w = c->w;
@@ -1591,10 +1609,10 @@ static int script_mismatch(rank_ctx_t *c)
                       .count = 100 + (size_t)i, .dt = COHORT_INT32, .op = COHORT_SUM };
         if (run_spec(c, &sp, 0)) return -1;
     }
-    spec_t sp = { .coll = COHORT_TP_ALLREDUCE, .count = 10, .dt = COHORT_FLOAT32,
-                  .op = COHORT_SUM };
+    spec_t sp = { .coll = COHORT_TP_ALLREDUCE, .count = 5000, .dt = COHORT_FLOAT32,
+                  .op = COHORT_SUM };   /* 20000 bytes: staged, past the small lane */
     if (w->variant & 8) sp.count = 2;
-    if (c->rank == 1 && (w->variant & 2)) sp.count = w->variant & 8 ? 100 : 100003;
+    if (c->rank == 1 && (w->variant & 2)) sp.count = w->variant & 8 ? 5000 : 100003;
     const uint64_t seq = ++c->seq;
     char what[256];
     describe(what, sizeof what, &sp, w->n, w->round, seq);
@@ -1629,21 +1647,13 @@ static int script_mismatch(rank_ctx_t *c)
     return 0;
 }
 
-/* coll.c's sb_max(n): small broadcasts up to this many bytes (64 KiB at 2 ranks, 32 KiB at 4,
- * 16 KiB at 8, 8 KiB at 16, 4 KiB from 32; whole lines in between) */
-static size_t sb_bytes(int n)
-{
-    size_t m = ((size_t)8 << 20) / ((size_t)n * SB_DEPTH_T);
-    m = m > ((size_t)64 << 10) ? (size_t)64 << 10 : m < ((size_t)4 << 10) ? (size_t)4 << 10 : m;
-    return m / 64 * 64;
-}
-
 /* (13) The small lane's allreduces and barriers among the other paths: counts just below, at
- * and above LANE_BYTES for every dtype, in place and out of place, every op; now and then a
- * staged allreduce or allgather (the slots' reuse waits on ranks that published only entries)
+ * and above lane_bytes(n) and INLINE_BYTES for every dtype, in place and out of place, every
+ * op; now and then a staged allreduce or allgather (the slots' reuse waits on ranks that
+ * published only entries)
  * and a run of SB_DEPTH_T small broadcasts from one root (the root's wait for the others, half
  * the lane behind, sees their entries), over LANE_STEPS collectives: six times round every
- * rank's entries. run_spec checks each result and that allreduces of up to LANE_BYTES, and
+ * rank's entries. run_spec checks each result and that allreduces of up to lane_bytes(n), and
  * only they, reduced from the lane. */
 static int script_lane(rank_ctx_t *c)
 {
@@ -1664,14 +1674,16 @@ static int script_lane(rank_ctx_t *c)
             sp.coll = i % 2 ? COHORT_TP_ALLREDUCE : COHORT_TP_ALLGATHER;
             sp.dt = DTYPES[i % 4];
             sp.op = OPS[i % 3];
-            sp.count = 4097;
+            sp.count = lane_bytes(w->n) / esz(sp.dt) + 4097;   /* past the lane */
         } else {
             int v = i % 12;
             sp.coll = COHORT_TP_ALLREDUCE;
             sp.dt = DTYPES[v % 4];
             sp.op = OPS[(i / 4) % 3];
-            size_t per = LANE_BYTES / esz(sp.dt);
-            sp.count = per - 1 + (size_t)(v / 4) % 3;   /* one under, at, one over the lane */
+            /* one under, at, one over the lane's end, or its entries' own line's */
+            size_t edge = (i / 12) % 2 ? lane_bytes(w->n) : INLINE_BYTES;
+            size_t per = edge / esz(sp.dt);
+            sp.count = per - 1 + (size_t)(v / 4) % 3;
             if (i % 5 == 0) sp.count = 1;
             sp.inplace = (i / 3) & 1;
             sp.nullrecv = 0;

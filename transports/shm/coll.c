@@ -55,13 +55,14 @@
  * copies the data into its entry for the step (SB_DEPTH entries per rank, used in turn), publishes
  * the entry and returns without waiting for anyone; the others wait for that entry only (or for
  * the root's in, which says that it is in another collective at this step), check its tag and
- * copy the data out. Allreduces of up to SB_INLINE bytes and barriers take one step in the lane
- * too: every rank writes its input into its own entry, in the line that holds the entry's tag,
- * history and step, and waits for every peer's entry, then reduces the entries in rank order
- * (its own operand from sendbuf: own_operand).
- * That is one cache line each way per pair of ranks (a staged round reads four or five of each
- * peer's lines: control line, history line, slot, the entry that says the step was not in the
- * lane, and the control line again after out), and no control line is written.
+ * copy the data out. Allreduces of up to FB_MAX bytes (at most coll_sb_max(n)) and barriers
+ * take one step in the lane too: every rank writes its input into its own entry (up to
+ * SB_INLINE bytes in the line that holds the entry's tag, history and step, more in the entry's
+ * data part) and waits for every peer's entry, then reduces the entries in rank order (its own
+ * operand from sendbuf: own_operand). Up to SB_INLINE bytes that is one cache line each way per
+ * pair of ranks; a staged round reads four or five of each peer's lines besides its data
+ * (control line, history line, the entry that says the step was not in the lane, and the
+ * control line again after out), and no control line is written.
  * A step in the lane publishes its entry instead of in: a rank has started step t when its in
  * or its entry for t says so (coll_started), which is how every wait for a peer's in reads it.
  * A root can so run up to SB_DEPTH broadcasts ahead of the slowest reader, as Open MPI's
@@ -373,7 +374,8 @@ cohort_status_t shm_coll_start(shm_coll_t *co, const cohort_tp_coll_args_t *a)
     co->direct = 0;
     co->chain = chain_step(co->chain, a->tag);
     co->sb = a->coll == COHORT_TP_BROADCAST && co->n > 1 && co->bytes <= co->sb_max;
-    co->fb = co->n > 1 && ((a->coll == COHORT_TP_ALLREDUCE && co->bytes <= SB_INLINE) ||
+    size_t fb_max = FB_MAX < co->sb_max ? FB_MAX : co->sb_max;
+    co->fb = co->n > 1 && ((a->coll == COHORT_TP_ALLREDUCE && co->bytes <= fb_max) ||
                            a->coll == COHORT_TP_BARRIER);
     switch (a->coll) {
     case COHORT_TP_ALLREDUCE: case COHORT_TP_REDUCE:

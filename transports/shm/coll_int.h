@@ -21,6 +21,8 @@
 #define AREA_PAGE ((size_t)4096)
 #define LINE 64
 #define DIRECT_MAX ((size_t)16 << 10)       /* allreduce/reduce up to this: one round */
+#define FB_MAX DIRECT_MAX                   /* allreduces up to this (and coll_sb_max(n)):
+                                               one step in the small lane */
 #define LIVE_EVERY 32u                     /* fruitless advances between peer checks */
 #define CMA_MIN ((size_t)32 << 10)          /* allgather blocks from this size by single copy... */
 #define CMA_AG_MAX ((size_t)4 << 20)        /* ...up to this (larger: staged) */
@@ -145,8 +147,9 @@ struct shm_coll {
     uint64_t t;
     int phase, direct, cma;
     int sb;                        /* a small broadcast: one step in the small lane */
-    int fb;                        /* an allreduce of at most SB_INLINE bytes or a barrier: one
-                                      step in the small lane, every rank's data in its entry */
+    int fb;                        /* an allreduce of at most FB_MAX bytes (and sb_max) or a
+                                      barrier: one step in the small lane, every rank's data in
+                                      its entry (its line up to SB_INLINE bytes, else apart) */
     int sb_lend;                   /* its root lends its buffer (and waits for the readers) */
     size_t sb_max;                 /* coll_sb_max(n) */
     int all_cma;                   /* -1 unknown; else whether EVERY rank can read its peers */
