@@ -1649,11 +1649,10 @@ static int script_mismatch(rank_ctx_t *c)
 
 /* (13) The small lane's allreduces and barriers among the other paths: counts just below, at
  * and above lane_bytes(n) and INLINE_BYTES for every dtype, in place and out of place, every
- * op; now and then a staged allreduce or allgather (the slots' reuse waits on ranks that
- * published only entries)
- * and a run of SB_DEPTH_T small broadcasts from one root (the root's wait for the others, half
- * the lane behind, sees their entries), over LANE_STEPS collectives: six times round every
- * rank's entries. run_spec checks each result and that allreduces of up to lane_bytes(n), and
+ * op; now and then a staged allreduce or allgather just past the lane (the slots' reuse waits
+ * on ranks that published only entries) and a run of SB_DEPTH_T small broadcasts from one root
+ * (the root's wait for the others, half the lane behind, sees their entries), over LANE_STEPS
+ * collectives: six times round every rank's entries. run_spec checks each result and that allreduces of up to lane_bytes(n), and
  * only they, reduced from the lane. */
 static int script_lane(rank_ctx_t *c)
 {
