@@ -1652,8 +1652,8 @@ static int script_mismatch(rank_ctx_t *c)
  * op; now and then a staged allreduce or allgather just past the lane (the slots' reuse waits
  * on ranks that published only entries) and a run of SB_DEPTH_T small broadcasts from one root
  * (the root's wait for the others, half the lane behind, sees their entries), over LANE_STEPS
- * collectives: six times round every rank's entries. run_spec checks each result and that allreduces of up to lane_bytes(n), and
- * only they, reduced from the lane. */
+ * collectives: six times round every rank's entries. run_spec checks each result and that
+ * allreduces of up to lane_bytes(n), and only they, reduced from the lane. */
 static int script_lane(rank_ctx_t *c)
 {
     world_t *w = c->w;
@@ -1746,9 +1746,15 @@ static int script_sb_stress(rank_ctx_t *c)
         sp.count = 1 + (size_t)((x >> 32) % lim);
         if (sp.coll == COHORT_TP_ALLREDUCE) sp.count = 1 + (size_t)((x >> 32) % 64);
         uint64_t d = rng_next(&c->delay_rng);
-        unsigned yields = (d & 63) == 0 ? 2000 + (unsigned)((d >> 8) % 2000)   /* far behind */
-                          : (d & 7) == 0 ? (unsigned)((d >> 8) % 16) : 0;
-        for (unsigned y = 0; y < yields; y++) sched_yield();
+        if ((d & 63) == 0) {
+            /* far behind: 0.2-0.4 ms of yields, what 2000-4000 yields take on an idle machine,
+             * timed rather than counted (beside two busy loops each yield waited out their time
+             * slice, and the counted form made this world take 500 s) */
+            uint64_t until = cohort_now_ns() + 200000 + (d >> 8) % 200000;
+            while (cohort_now_ns() < until) sched_yield();
+        } else if ((d & 7) == 0) {
+            for (unsigned y = 0; y < (unsigned)((d >> 8) % 16); y++) sched_yield();
+        }
         if (run_spec(c, &sp, 0)) return -1;
     }
     return 0;
