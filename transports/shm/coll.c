@@ -722,8 +722,9 @@ static cohort_status_t compute_cma(shm_coll_t *co)
 }
 
 /* Our own block of an allgather or alltoall round, from sendbuf + soff to its place in recvbuf
- * (block `rank`, offset off), not from the slot we staged it in: for the reason of own_operand.
- * In place the two are the same bytes, and nothing is copied. */
+ * (block `rank`, offset off); staged rounds take it from there too, not from the slot we
+ * staged it in, for the reason of own_operand. In place the two are the same bytes, and
+ * nothing is copied. */
 static void own_block(const shm_coll_t *co, size_t soff, size_t off, size_t len)
 {
     unsigned char *dst = (unsigned char *)co->a.recvbuf + (size_t)co->rank * co->bytes + off;
@@ -906,12 +907,8 @@ cohort_status_t shm_coll_advance(shm_coll_t *co, int *moved, int *waiting_on)
         case PH_A:
             stage(co);
             publish(co, co->sb || co->fb ? CT_SB : CT_IN, co->t);
-            if (co->cma && co->a.coll == COHORT_TP_ALLGATHER) {
-                /* our own block, while the peers get here and start reading ours */
-                unsigned char *dst = (unsigned char *)co->a.recvbuf + (size_t)co->rank * co->bytes;
-                if (dst != (const unsigned char *)co->a.sendbuf)
-                    memcpy(dst, co->a.sendbuf, co->bytes);
-            }
+            if (co->cma && co->a.coll == COHORT_TP_ALLGATHER)
+                own_block(co, 0, 0, co->bytes);   /* while the peers start reading ours */
             co->phase = PH_B;
             break;
         case PH_B:
