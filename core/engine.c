@@ -360,13 +360,10 @@ static void run_fusable(cohort_engine_t *e, cohort_comm_t *comm)
             size_t bytes = 0;
             for (cohort_request_t *q = h; q && bytes < e->threshold; q = q->next)
                 if (q->a.coll == COHORT_COLL_ALLREDUCE) bytes += q->a.count * q->a.esize;
-            uint64_t t = cohort_now_ns();
-            if (bytes >= e->threshold || t >= until || e->stop) break;
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            uint64_t ns = (uint64_t)ts.tv_nsec + (until - t);
-            ts.tv_sec += (time_t)(ns / 1000000000ull);
-            ts.tv_nsec = (long)(ns % 1000000000ull);
+            if (bytes >= e->threshold || cohort_now_ns() >= until || e->stop) break;
+            /* until is on the condition variable's clock (CLOCK_MONOTONIC, as cohort_now_ns) */
+            struct timespec ts = { (time_t)(until / 1000000000ull),
+                                   (long)(until % 1000000000ull) };
             pthread_cond_timedwait(&e->work, &e->mu, &ts);
         }
     }
