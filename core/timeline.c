@@ -4,6 +4,7 @@
 #include "core/comm.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/timeutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,12 +21,7 @@ static int tl_users;          /* communicators attached (the file stays open unt
 static int tl_pid;            /* the "pid" of every event: the rank the file is named for */
 static unsigned tl_comms;     /* communicators ever attached: numbers their tracks */
 
-uint64_t cohort_timeline_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+uint64_t cohort_timeline_now(void) { return cohort_now_ns(); }
 
 int cohort_timeline_on(const cohort_comm_t *comm) { return comm->tl_track > 0; }
 
