@@ -336,6 +336,20 @@ static unsigned char *res_of(const shm_coll_t *co, uint64_t t)
     return co->res + (size_t)(t % SHM_COLL_NSLOTS) * co->round;
 }
 
+/* Where the reduced slice of `reducer` is put in a staged round of an allreduce or reduce
+ * (offsets as in the round). Between two ranks it goes over the peer's input for that slice,
+ * in the peer's slot, which the reducer has just read: a core stores into a line fastest when
+ * it holds it, and a line another core wrote moves to the core that reads it (on the Intel hosts
+ * at once), so the reducer then writes lines it holds, and the peer, which reads the result back
+ * out of its own slot, holds the lines it stages its next input into. With a slot per writer
+ * (the result slot) every store first fetches the line back from the core that read it last
+ * (docs/performance-log.md). From three ranks on, several read each result: the result slot. */
+static unsigned char *result_of(const shm_coll_t *co, int reducer)
+{
+    if (co->n == 2 && co->a.coll == COHORT_TP_ALLREDUCE) return slot_of(co, 1 - reducer, co->t);
+    return res_of(co, co->t);
+}
+
 const char *coll_name(int c)
 {
     static const char *names[] = { "allreduce", "broadcast", "reduce", "allgather",
@@ -754,7 +768,7 @@ static int compute(shm_coll_t *co)
             size_t at, slen;
             coll_my_slice(co, len, &at, &slen);
             const unsigned char *own = (const unsigned char *)a->sendbuf + off + at;
-            unsigned char *res = res_of(co, co->t) + at;
+            unsigned char *res = result_of(co, co->rank) + at;
             if (a->coll == COHORT_TP_ALLREDUCE) {
                 reduce_mine(co, rb + off + at, own, at, slen);
                 put(res, rb + off + at, slen, co->stream);
@@ -803,7 +817,7 @@ static void copy_result(shm_coll_t *co)
     if (a->coll == COHORT_TP_REDUCE && co->rank != a->root) return;
     size_t off, len;
     span(co, co->bytes, &off, &len);
-    unsigned char *rb = (unsigned char *)a->recvbuf + off, *res = res_of(co, co->t);
+    unsigned char *rb = (unsigned char *)a->recvbuf + off, *res = result_of(co, 1 - co->rank);
     if (a->coll == COHORT_TP_REDUCE) {
         memcpy(rb, res, len);
         return;
