@@ -817,6 +817,7 @@ static void copy_result(shm_coll_t *co)
     if (a->coll == COHORT_TP_REDUCE && co->rank != a->root) return;
     size_t off, len;
     span(co, co->bytes, &off, &len);
+    /* the reduced slices we copy out: between two ranks the peer's, where it put it */
     unsigned char *rb = (unsigned char *)a->recvbuf + off, *res = result_of(co, 1 - co->rank);
     if (a->coll == COHORT_TP_REDUCE) {
         memcpy(rb, res, len);
