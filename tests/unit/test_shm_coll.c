@@ -16,7 +16,7 @@
  *     int8 / int32 / float32 / float64 with SUM / MAX / AVG; the slots written with
  *     streaming stores (hooks.stream 1) at n = 2 and 5, with the measured choice (2) at 3 and 8;
  * (2) stress: 2000 random collectives (one seed: every rank draws the same sequence) at n = 4
- *     and a 4096-byte round, ranks delayed at random; once more with waiters that sleep
+ *     and 2 and a 4096-byte round, ranks delayed at random; once more with waiters that sleep
  *     (arm / movable / poll an eventfd, woken through the wake hook): no lost wake-up;
  * (3) tag mismatch: rank 1 starts a collective with another tag (and maybe another count):
  *     every rank gets COHORT_ERR_MISMATCH naming a rank, then start refuses;
@@ -2171,14 +2171,16 @@ START_TEST(test_matrix)
 }
 END_TEST
 
-/* _i = 0: yielding waiters; 1: sleeping waiters woken through the wake hook */
+/* _i bit 0: yielding waiters (0) or sleeping ones woken through the wake hook (1); bit 1: n = 4
+ * (0) or 2 (1), where an allreduce's reducers write their results into each other's slots */
 START_TEST(test_stress)
 {
-    world_t *w = new_world(4, shm_coll_round(4, 4096), MODE_STRESS);
-    w->sleepy = _i;
+    int n = _i & 2 ? 2 : 4, sleepy = _i & 1;
+    world_t *w = new_world(n, shm_coll_round(n, 4096), MODE_STRESS);
+    w->sleepy = sleepy;
     w->stream = 2;
-    run_world(w, _i ? "stress, sleeping waiters" : "stress");
-    ck_assert_uint_eq(w->out[0].colls, _i ? SLEEPY_STEPS : STRESS_STEPS);
+    run_world(w, sleepy ? "stress, sleeping waiters" : "stress");
+    ck_assert_uint_eq(w->out[0].colls, sleepy ? SLEEPY_STEPS : STRESS_STEPS);
     free_world(w);
 }
 END_TEST
@@ -2500,7 +2502,7 @@ static Suite *coll_suite(void)
      * a moving run may take minutes (stress: 49 s with both cores busy), so only a backstop */
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_matrix, 0, 2 * (int)(sizeof matrix_ns / sizeof matrix_ns[0]));
-    tcase_add_loop_test(tc, test_stress, 0, 2);
+    tcase_add_loop_test(tc, test_stress, 0, 4);
     tcase_add_loop_test(tc, test_tag_mismatch, 0, 16);
     tcase_add_loop_test(tc, test_bit_identical, 0, 4);
     tcase_add_loop_test(tc, test_sb_ahead, 0, 3);
