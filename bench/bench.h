@@ -50,6 +50,7 @@ typedef struct {
     int fresh;                    /* --fresh: each timed call on buffers allocated just for it */
     int nonblocking;              /* --nonblocking N: timed calls non-blocking, N in flight */
     int group;                    /* --group N: timed calls in groups of N (blocking forms) */
+    int parts;                    /* --parts N: buffers for N calls, blocking calls cycle them */
     int overlap;                  /* --overlap: an allreduce in flight while the caller computes */
 } opts_t;
 

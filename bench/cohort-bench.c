@@ -90,7 +90,7 @@ static int parse_dtype(const char *s, cohort_dtype_t *out)
 enum {
     OPT_CHECK = 256, OPT_TRANSPORT, OPT_ALGO, OPT_JSON, OPT_CSV, OPT_LABEL, OPT_SVG, OPT_FROM,
     OPT_LABELS, OPT_TITLE, OPT_YLOG, OPT_SAME, OPT_MEM, OPT_TOUCH, OPT_FRESH,
-    OPT_NONBLOCKING, OPT_GROUP, OPT_OVERLAP, OPT_VERSION
+    OPT_NONBLOCKING, OPT_GROUP, OPT_PARTS, OPT_OVERLAP, OPT_VERSION
 };
 
 static void usage(FILE *f, const char *prog)
@@ -146,6 +146,10 @@ static void usage(FILE *f, const char *prog)
         "                           cohort_test, then cohort_wait; prints OVERLAP lines: comm,\n"
         "                           compute and both (us, max over ranks, median of 5) and\n"
         "                           both / max(comm, compute) (1.0: fully hidden)\n"
+        "      --parts N            buffers for N calls of the largest size, which the calls\n"
+        "                           move through in turn: blocking calls on the buffers that\n"
+        "                           --nonblocking N or --group N use (as a training step's\n"
+        "                           gradients, and the peers' 'many' driver's blocking loop)\n"
         "  -h, --help               this text\n"
         "      --version            print the version\n"
         "Output (rank 0): nccl-tests' columns (size count type redop root, then time algbw busbw\n"
@@ -233,6 +237,7 @@ static int parse_options(int argc, char **argv, opts_t *o)
         { "fresh", no_argument, 0, OPT_FRESH },
         { "nonblocking", required_argument, 0, OPT_NONBLOCKING },
         { "group", required_argument, 0, OPT_GROUP },
+        { "parts", required_argument, 0, OPT_PARTS },
         { "overlap", no_argument, 0, OPT_OVERLAP },
         { "help", no_argument, 0, 'h' },
         { "version", no_argument, 0, OPT_VERSION },
@@ -401,12 +406,15 @@ static int parse_options(int argc, char **argv, opts_t *o)
             return 1;
         case OPT_NONBLOCKING:
         case OPT_GROUP:
+        case OPT_PARTS:
             if (parse_long(optarg, 1, 1 << 20, &v)) {
                 fprintf(stderr, "cohort-bench: --%s wants a number from 1 to %d, not '%s'\n",
-                        c == OPT_GROUP ? "group" : "nonblocking", 1 << 20, optarg);
+                        c == OPT_GROUP ? "group" : c == OPT_PARTS ? "parts" : "nonblocking",
+                        1 << 20, optarg);
                 return 2;
             }
             if (c == OPT_GROUP) o->group = (int)v;
+            else if (c == OPT_PARTS) o->parts = (int)v;
             else o->nonblocking = (int)v;
             break;
         case OPT_MEM:
@@ -445,6 +453,11 @@ static int parse_options(int argc, char **argv, opts_t *o)
     if ((o->nonblocking || o->group) && (o->fresh || o->same_buffer || o->touch)) {
         fprintf(stderr, "cohort-bench: --nonblocking and --group need calls on buffers of their "
                 "own: not with --fresh, --same-buffer or --touch\n");
+        return 2;
+    }
+    if (o->parts && (o->fresh || o->same_buffer)) {
+        fprintf(stderr, "cohort-bench: --parts gives the calls buffers to move through: not with "
+                "--fresh or --same-buffer\n");
         return 2;
     }
     if (o->svg || o->from) {
@@ -565,13 +578,16 @@ int main(int argc, char **argv)
         b.alloc = (b.o.maxbytes + 63) / 64 * 64;
         if (b.alloc == 0)
             b.alloc = 64;
-        /* --nonblocking / --group: a part of the buffers for each call in flight */
+        /* --nonblocking / --group: a part of the buffers for each call in flight; --parts: as
+         * many parts for blocking calls to move through */
         size_t parts = (size_t)(b.o.nonblocking > b.o.group ? b.o.nonblocking : b.o.group);
+        if ((size_t)b.o.parts > parts)
+            parts = (size_t)b.o.parts;
         if (parts > 1) {
             if (b.alloc > ((size_t)4 << 30) / parts) {
                 if (b.rank == 0)
                     fprintf(stderr, "cohort-bench: %zu calls in flight of up to %zu bytes need "
-                            "more than 4 GiB of buffers; lower --nonblocking/--group or -e\n",
+                            "more than 4 GiB of buffers; lower --nonblocking/--group/--parts or -e\n",
                             parts, b.alloc);
                 cohort_comm_destroy(b.comm);
                 return 2;
