@@ -6,8 +6,8 @@
 # Not a test: a performance script (needs root and iproute2). It builds two network namespaces
 # with tests/netns/lib.sh, shapes each node's link with tc tbf (RATE, default 1gbit), and runs,
 # one rank per node (cohortrun over the namespaces):
-#   many:     2000 float32 allreduces of 4 KiB, blocking and non-blocking (--nonblocking 2000:
-#             issued back to back, then waited), per-call time;
+#   many:     2000 float32 allreduces of 4 KiB on 2000 buffers, blocking (--parts 2000) and
+#             non-blocking (--nonblocking 2000: issued back to back, then waited), per-call time;
 #   lone:     one 4 KiB non-blocking allreduce issued and waited for at once (--nonblocking 1),
 #             per-call time (what a lone gradient bucket pays: one collective, no negotiation);
 #   overlap:  one 64 MiB iallreduce while the caller computes as long as the blocking one takes
@@ -52,7 +52,7 @@ row() { # label: the 4 KiB row's out-of-place time
     awk -v l="$1" '!/^#/ && $1 == 4096 { printf "%-24s %10s us per call\n", l, $6 }' "$OUTDIR/$1.log"
 }
 
-run many-blocking "$BENCH" -b 4K -e 4K -n 10000 -w 100
+run many-blocking "$BENCH" -b 4K -e 4K -n 10000 -w 100 --parts 2000
 run many-nonblocking "$BENCH" -b 4K -e 4K -n 10000 -w 100 --nonblocking 2000
 run lone-nonblocking "$BENCH" -b 4K -e 4K -n 3000 -w 100 --nonblocking 1
 run overlap "$BENCH" --overlap -b 64M -e 64M

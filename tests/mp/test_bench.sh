@@ -27,10 +27,11 @@ run_case "bench --fresh (buffers allocated per call), both memories, every colle
     "$0" -np 3 "$1" -c barrier -n 4 -w 1 --fresh | grep -qE "^ +0 +0 +none" || exit 1
     "$0" -np 2 "$1" -c allreduce -b 64K -e 1M -f 4 -n 4 -w 1 --fresh --mem cohort --touch' \
     "$COHORTRUN" "$BENCH"
-run_case "bench --nonblocking and --group, every collective, in and out of place" sh -c '
+run_case "bench --nonblocking, --group and --parts, every collective, in and out of place" sh -c '
     for c in allreduce broadcast reduce allgather reduce_scatter alltoall; do
         "$0" -np 3 "$1" -c $c -b 4 -e 64K -f 4 -n 40 -w 2 --nonblocking 16 | grep -qE "^ +655[0-9]{2} " || exit 1
         "$0" -np 3 "$1" -c $c -b 4 -e 64K -f 4 -n 40 -w 2 --group 8 | grep -qE "^ +655[0-9]{2} " || exit 1
+        "$0" -np 3 "$1" -c $c -b 4 -e 64K -f 4 -n 40 -w 2 --parts 16 | grep -qE "^ +655[0-9]{2} " || exit 1
     done
     "$0" -np 2 "$1" -c barrier -n 40 -w 1 --nonblocking 40 | grep -qE "^ +0 +0 +none" || exit 1
     "$0" -np 2 "$1" -b 4K -e 4K -n 500 --nonblocking 500 --mem cohort | grep -qE "^ +4096 "' \
@@ -38,9 +39,10 @@ run_case "bench --nonblocking and --group, every collective, in and out of place
 run_case "bench --overlap prints one OVERLAP line per size" sh -c '
     n=$("$0" -np 2 "$1" --overlap -b 64K -e 256K | grep -cE "^OVERLAP,2,(65536|131072|262144),comm_us=[0-9.]+,compute_us=[0-9.]+,both_us=[0-9.]+,both_over_longer=[0-9.]+$")
     [ "$n" -eq 3 ]' "$COHORTRUN" "$BENCH"
-run_case "bench --nonblocking with --group, or with --fresh, is refused (exit 2)" sh -c '
+run_case "bench --nonblocking with --group or --fresh, --parts with --same-buffer, are refused (exit 2)" sh -c '
     "$0" --nonblocking 4 --group 4 >"$1/nb.out" 2>&1; [ $? = 2 ] || exit 1
     "$0" --nonblocking 4 --fresh >"$1/nb.out" 2>&1; [ $? = 2 ] || exit 1
+    "$0" --parts 4 --same-buffer >"$1/nb.out" 2>&1; [ $? = 2 ] || exit 1
     "$0" --group 0 >"$1/nb.out" 2>&1; [ $? = 2 ] && grep -q "group wants a number" "$1/nb.out"' \
     "$BENCH" "$tmp"
 run_case "bench --mem with an unknown kind is refused (exit 2)" sh -c '
