@@ -69,13 +69,13 @@ _cohort_bench() {
     --json | --csv | --svg) _cohort_files; return ;;
     -b | --minbytes | -e | --maxbytes | -f | --stepfactor | -i | --stepbytes | -r | --root | \
         -n | --iters | -w | --warmup_iters | --algo | --result-label | --from | --labels | \
-        --title | --nonblocking | --group) return ;;
+        --title | --nonblocking | --group | --parts) return ;;
     esac
     _cohort_words "-c --coll -b --minbytes -e --maxbytes -f --stepfactor -i --stepbytes
         -d --datatype -o --op -r --root -n --iters -w --warmup_iters --check -z --blocking
         -a --average --transport --algo --json --csv --result-label --same-buffer --mem --touch
-        --fresh --svg --from --labels --title --ylog --nonblocking --group --overlap -h --help
-        --version"
+        --fresh --svg --from --labels --title --ylog --nonblocking --group --parts --overlap
+        -h --help --version"
 }
 
 complete -F _cohortrun cohortrun
