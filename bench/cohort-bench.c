@@ -588,8 +588,8 @@ int main(int argc, char **argv)
         if (parts > 1) {
             if (b.alloc > ((size_t)4 << 30) / parts) {
                 if (b.rank == 0)
-                    fprintf(stderr, "cohort-bench: %zu calls in flight of up to %zu bytes need "
-                            "more than 4 GiB of buffers; lower --nonblocking/--group/--parts or -e\n",
+                    fprintf(stderr, "cohort-bench: buffers for %zu calls of up to %zu bytes "
+                            "need more than 4 GiB; lower --nonblocking, --group, --parts or -e\n",
                             parts, b.alloc);
                 cohort_comm_destroy(b.comm);
                 return 2;
