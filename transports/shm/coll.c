@@ -274,8 +274,9 @@ static void put(void *dst, const void *src, size_t len, int stream)
 
 /* Which stores a staged collective of co->bytes uses (hooks.stream 2: measured per size class).
  * Ordinary stores into a slot first fetch each line from wherever it is cached, and the peers
- * that read the slot a few rounds ago hold it (not in a two-rank allreduce: result_of): cheap when the ranks share a cache, 4-8x dearer
- * when the host puts the vCPUs apart (docs/performance-log.md, the slow mode). Streaming stores
+ * that read the slot a few rounds ago hold it (not in a two-rank allreduce: result_of): cheap
+ * when the ranks share a cache, 4-8x dearer when the host puts the vCPUs apart
+ * (docs/performance-log.md, the slow mode). Streaming stores
  * skip that fetch, and the readers then read from memory: 1.5-2x slower when the cache is
  * shared. Which holds can change from one minute to the next, so after both were tried
  * (ADAPT_WARM) a class uses the one whose last few collectives were fastest and tries the other
