@@ -297,12 +297,13 @@ static int run_placement(bench_t *b, const geom_t *g, cohort_dtype_t dt, cohort_
             free(ring);
             return -1;
         }
-    }
-    for (int it = 0; !ring && it < b->o.warmup; it++) {
-        st = one_call(b, g, dt, op, inplace, total * ((size_t)it % steps), &us);
-        if (st) {
-            call_failed(b, "warm-up", g, dt, op, inplace, st);
-            return -1;
+    } else {
+        for (int it = 0; it < b->o.warmup; it++) {
+            st = one_call(b, g, dt, op, inplace, total * ((size_t)it % steps), &us);
+            if (st) {
+                call_failed(b, "warm-up", g, dt, op, inplace, st);
+                return -1;
+            }
         }
     }
     st = cohort_barrier(b->comm);
