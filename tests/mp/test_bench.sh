@@ -44,7 +44,9 @@ run_case "bench --nonblocking with --group or --fresh, --parts with --same-buffe
     "$0" --nonblocking 4 --fresh >"$1/nb.out" 2>&1; [ $? = 2 ] || exit 1
     "$0" --parts 4 --same-buffer >"$1/nb.out" 2>&1; [ $? = 2 ] || exit 1
     "$0" --parts 4 --fresh >"$1/nb.out" 2>&1; [ $? = 2 ] || exit 1
-    "$0" --parts 0 >"$1/nb.out" 2>&1; [ $? = 2 ] && grep -q "parts wants a number" "$1/nb.out" || exit 1
+    for v in 0 -1 1048577 99999999999999999999 x 4K "" " 4"; do
+        "$0" --parts "$v" >"$1/nb.out" 2>&1; [ $? = 2 ] && grep -q "parts wants a number" "$1/nb.out" || exit 1
+    done
     "$0" --group 0 >"$1/nb.out" 2>&1; [ $? = 2 ] && grep -q "group wants a number" "$1/nb.out"' \
     "$BENCH" "$tmp"
 run_case "bench --mem with an unknown kind is refused (exit 2)" sh -c '
